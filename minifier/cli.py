@@ -1,0 +1,180 @@
+"""`aoti-minify`: reproduce and minify PyTorch AOTInductor failures.
+
+Exit codes (stable; the language server relies on them):
+  0   reproduced (`run`) / minimized (`minify`) / demo finished
+  1   the program does not fail (with the expected error) here
+  2   usage error
+  3   bad input: not an AOTI launcher, missing or corrupt .pt2, unwritable output folder
+  4   environment: no C++ compiler, no torch in this interpreter, workers cannot start
+  5   internal error (a bug in aoti-lens; the message says where the logs are)
+  130 cancelled (SIGINT/SIGTERM); the best checkpoint so far is kept as repro.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import os
+import signal
+import subprocess
+import sys
+
+from .artifacts import OutputError
+from .events import ErrorEvent
+from .launcher import BadLauncher
+from .session import Options, Reporter, Session, default_workers
+from .workers import PoolError
+
+
+class ExitCode(enum.IntEnum):
+    OK = 0
+    DID_NOT_FAIL = 1
+    USAGE = 2
+    BAD_INPUT = 3
+    ENVIRONMENT = 4
+    INTERNAL = 5
+    CANCELLED = 130
+
+
+def _bool(text: str) -> bool:
+    """Unlike PyTorch's `type=bool`, 'False' means False."""
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def _power_of_two(text: str) -> int:
+    value = int(text)
+    if value < 1 or value & (value - 1):
+        raise argparse.ArgumentTypeError("--max-granularity must be a power of 2")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aoti-minify", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("launcher", help="minifier_launcher.py, a level-1 repro.py, or its run_* / minifier folder")
+        sub.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
+        sub.add_argument("--timeout", type=float, default=600.0, help="seconds per candidate before its worker is killed")
+        sub.add_argument("--devices", default="", help="GPU ids for the workers, e.g. 0,1 (CUDA_VISIBLE_DEVICES per worker)")
+        sub.add_argument("--check-str", default=None, help="regex the error must match (default: same signature)")
+        sub.add_argument("--output-dir", default=None, help="write outputs here instead of the launcher's folder")
+        accuracy = sub.add_mutually_exclusive_group()
+        accuracy.add_argument("--accuracy", dest="accuracy", action="store_const", const="accuracy", default=None,
+                              help="fail on fp64-checked accuracy divergence (AccuracyError)")
+        accuracy.add_argument("--strict-accuracy", dest="accuracy", action="store_const", const="strict_accuracy")
+        accuracy.add_argument("--no-accuracy", dest="accuracy", action="store_const", const="")
+
+    run = commands.add_parser("run", help="reproduce the failure once and write failure.json")
+    common(run)
+    minify = commands.add_parser("minify", help="shrink the failing graph to a minimal repro.py")
+    common(minify)
+    minify.add_argument("--workers", type=int, default=default_workers(), help="parallel worker processes")
+    minify.add_argument("--max-granularity", type=_power_of_two, default=None)
+    minify.add_argument("--skip-sanity", action="store_true", help="do not re-check that the whole graph fails")
+    minify.add_argument("--skip-export-error", type=_bool, default=True, metavar="BOOL",
+                        help="treat un-exportable candidates as passing (true) or stop (false)")
+    minify.add_argument("--minifier-export-mode", dest="export_mode", choices=("python", "dynamo"), default="python")
+    minify.add_argument("--offload-to-disk", action="store_true",
+                        help="accepted for PyTorch parity: intermediates always live on disk, memory-mapped")
+    minify.add_argument("--save-dir", default=None, help="folder for checkpoints/<N>.py (default: the launcher's)")
+    minify.add_argument("--copy-to", default=None, metavar="DIR", help="also copy repro.py and repro.pt2 to DIR")
+    minify.add_argument("--no-slice", dest="slicing", action="store_false", help="skip kernel-origin slicing")
+
+    demo = commands.add_parser("demo", help="dump the bundled failing model, then reproduce and minify it")
+    demo.add_argument("--dir", default="aoti-lens-demo", help="folder for the dump (default ./aoti-lens-demo)")
+    demo.add_argument("--device", default=None, choices=("cpu", "cuda"), help="default: cuda when available")
+    demo.add_argument("--bug", default="compile_error", choices=("compile_error", "runtime_error", "accuracy"))
+    demo.add_argument("--model", default="seed", choices=("seed", "residual"))
+    demo.add_argument("--workers", type=int, default=default_workers())
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    signal.signal(signal.SIGTERM, _interrupt)
+    if args.command == "demo":
+        return demo(args)
+    options = Options(**{k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__})
+    options.devices = [d for d in args.devices.split(",") if d]
+    return execute(args.command, options)
+
+
+def execute(command: str, options: Options) -> int:
+    reporter = Reporter(options.events)
+    from . import minify as minify_mod
+    from .reproduce import reproduce
+    try:
+        session = Session.open(options)
+        if command == "run":
+            failure = reproduce(session, reporter)
+            if failure is None:
+                return _fail(reporter, ExitCode.DID_NOT_FAIL, "the program does not fail here"
+                             + (f" with an error matching {session.check_str!r}" if session.check_str else ""))
+            reporter.result(f"reproduced: {failure.signature.describe()}")
+            if failure.kernel and failure.kernel.file:
+                reporter.result(f"kernel: {failure.kernel.name or '?'} at {failure.kernel.file}:{failure.kernel.line}")
+            for line in failure.model_lines:
+                reporter.result(f"model: {line.file}:{line.line} ({line.node})")
+            reporter.result(f"wrote {session.layout.failure_json}")
+            return ExitCode.OK
+        done = minify_mod.minify(session, reporter)
+        reporter.result(f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
+                        f"{done.seconds:.1f} s; reproduces {done.signature.describe() if done.signature else 'the failure'}")
+        reporter.result(f"repro: {done.repro}")
+        return ExitCode.OK
+    except KeyboardInterrupt:
+        return ExitCode.CANCELLED
+    except (BadLauncher, OutputError) as e:
+        return _fail(reporter, ExitCode.BAD_INPUT, str(e))
+    except minify_mod.DoesNotFail as e:
+        return _fail(reporter, ExitCode.DID_NOT_FAIL, str(e))
+    except minify_mod.ExportFailed as e:
+        return _fail(reporter, ExitCode.BAD_INPUT, str(e))
+    except PoolError as e:
+        code = {"bad_input": ExitCode.BAD_INPUT, "environment": ExitCode.ENVIRONMENT}.get(e.code, ExitCode.INTERNAL)
+        return _fail(reporter, code, str(e))
+
+
+def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:
+    reporter.emit(ErrorEvent(code=code.name.lower(), message=message))
+    reporter.say(f"error: {message}")
+    return code
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
+def demo(args: argparse.Namespace) -> int:
+    """The embedded default: a real failing model, dumped by PyTorch, reproduced and minified."""
+    device = args.device or _default_device()
+    print(f"[aoti-minify] dumping the bundled {args.model} model with the injected {args.bug} on {device} "
+          f"into {os.path.abspath(args.dir)}", file=sys.stderr)
+    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", args.dir, "--model", args.model,
+                           "--bug", args.bug, "--device", device], capture_output=True, text=True)
+    if dump.returncode != 0 or not dump.stdout.strip():
+        print(dump.stderr[-3000:], file=sys.stderr)
+        print("[aoti-minify] error: PyTorch did not dump a launcher", file=sys.stderr)
+        return ExitCode.ENVIRONMENT
+    launcher = dump.stdout.strip().splitlines()[-1]
+    print(f"[aoti-minify] PyTorch dumped {launcher}", file=sys.stderr)
+    options = Options(launcher=launcher, workers=args.workers)
+    code = execute("run", options)
+    return code if code != ExitCode.OK else execute("minify", options)
+
+
+def _default_device() -> str:
+    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
+                           capture_output=True, text=True)
+    return "cuda" if probe.stdout.strip() == "True" else "cpu"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,172 @@
+"""The JSON-lines events `aoti-minify --events` prints on stdout, and `failure.json`.
+
+This is the one schema of the minifier -> language server protocol; both sides import it (it is
+torch-free), so they cannot drift apart. Every event carries `"v": SCHEMA_VERSION`; a reader
+rejects other versions with a clear message instead of misreading them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from . import wire
+from .signature import KernelRef, Signature
+
+SCHEMA_VERSION = 1
+
+Verdict = Literal["fails", "passes", "other_failure", "crash", "timeout", "export_error"]
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """A line of the user's own model code, taken from a graph node's stack trace."""
+
+    file: str
+    line: int
+    node: str
+    code: str = ""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What `aoti-minify run` learned about a failure; saved as failure.json beside the launcher."""
+
+    launcher: str
+    signature: Signature
+    headline: str
+    details: str
+    kernel: KernelRef | None = None
+    kernel_source: str | None = None
+    model_lines: list[SourceLine] = field(default_factory=list)
+    nodes: int = 0
+    graph: str = ""
+    torch_version: str = ""
+    device: str = "cpu"
+    seconds: float = 0.0
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class StartEvent:
+    nodes: int
+    signature: Signature
+    graph: str = ""
+    workers: int = 1
+    event: Literal["start"] = "start"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class CandidateEvent:
+    nodes: int
+    verdict: Verdict
+    seconds: float
+    cached: bool = False
+    detail: str = ""
+    queries: int = 0
+    event: Literal["candidate"] = "candidate"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class CheckpointEvent:
+    nodes: int
+    path: str
+    graph: str
+    queries: int = 0
+    seconds: float = 0.0
+    event: Literal["checkpoint"] = "checkpoint"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    nodes: int
+    repro: str
+    queries: int
+    seconds: float
+    start_nodes: int = 0
+    signature: Signature | None = None
+    event: Literal["done"] = "done"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class FailureEvent:
+    """`aoti-minify run` reproduced the failure; `path` is the failure.json written."""
+
+    path: str
+    failure: Failure
+    event: Literal["failure"] = "failure"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class CancelledEvent:
+    nodes: int
+    checkpoint: str | None
+    queries: int
+    seconds: float
+    event: Literal["cancelled"] = "cancelled"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """The command could not do its job; `code` names the reason (see cli.ExitCode)."""
+
+    code: str
+    message: str
+    event: Literal["error"] = "error"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class LogEvent:
+    message: str
+    level: Literal["info", "warning"] = "info"
+    event: Literal["log"] = "log"
+    v: int = SCHEMA_VERSION
+
+
+Event = Union[StartEvent, CandidateEvent, CheckpointEvent, DoneEvent, FailureEvent,
+              CancelledEvent, ErrorEvent, LogEvent]
+
+_BY_NAME: dict[str, type] = {
+    "start": StartEvent,
+    "candidate": CandidateEvent,
+    "checkpoint": CheckpointEvent,
+    "done": DoneEvent,
+    "failure": FailureEvent,
+    "cancelled": CancelledEvent,
+    "error": ErrorEvent,
+    "log": LogEvent,
+}
+
+
+def encode_event(event: Event) -> str:
+    return wire.dumps(event)
+
+
+def parse_event(line: str) -> Event:
+    """Parse one line of `--events` output; raises wire.WireError on anything else."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise wire.WireError(f"not a JSON event: {line[:120]!r}") from e
+    if not isinstance(data, dict) or data.get("event") not in _BY_NAME:
+        raise wire.WireError(f"not an aoti-minify event: {line[:120]!r}")
+    if data.get("v") != SCHEMA_VERSION:
+        raise wire.WireError(f"event schema v{data.get('v')} is not the supported v{SCHEMA_VERSION}; "
+                             "the minifier and the server come from different aoti-lens versions")
+    return wire.decode(_BY_NAME[data["event"]], data)
+
+
+def load_failure(path: str) -> Failure:
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or data.get("v") != SCHEMA_VERSION:
+        raise wire.WireError(f"{path}: not a failure.json of schema v{SCHEMA_VERSION}")
+    return wire.decode(Failure, data)

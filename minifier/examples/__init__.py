@@ -1,0 +1,1 @@
+"""Small real models that make AOTInductor fail, for the demo, the tests and the benchmark."""

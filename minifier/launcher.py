@@ -1,0 +1,242 @@
+"""Reading PyTorch's `minifier_launcher.py` (and level-1 `repro.py`) without executing it.
+
+The launcher is code from the workspace. We never run it: we parse it with `ast` and accept only the
+shape PyTorch writes (literal config assignments, environment lines, `torch.export.load(<path>)` and
+a `run_repro(...)` call with literal keywords). Anything else is reported, not executed.
+
+Torch-free: the language server reads launchers with this module too.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config",
+                  "torch.fx.experimental._config")
+AOTI_RUN_REPRO = "torch._dynamo.repro.aoti"
+_TORCH_VERSION = re.compile(r"^# torch version: (\S+)", re.M)
+_CUDA_VERSION = re.compile(r"^# torch cuda version: (\S+)", re.M)
+
+
+class BadLauncher(ValueError):
+    """The file is not a usable AOTI minifier launcher; the message says why."""
+
+
+@dataclass(frozen=True)
+class ConfigAssignment:
+    module: str
+    attr: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class LauncherSpec:
+    path: str
+    pt2: str
+    run_repro_line: int
+    command: Literal["minify", "run"] = "minify"
+    accuracy: str = ""
+    check_str: str | None = None
+    save_dir: str | None = None
+    config: list[ConfigAssignment] = field(default_factory=list)
+    config_patches: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str | None] = field(default_factory=dict)
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    skipped: list[str] = field(default_factory=list)
+
+    @property
+    def minifier_dir(self) -> str:
+        return os.path.dirname(self.path)
+
+    @property
+    def run_dir(self) -> str | None:
+        """`torch_compile_debug/run_*` when the launcher sits in its usual `minifier/` folder."""
+        parent = os.path.dirname(self.minifier_dir)
+        return parent if os.path.basename(self.minifier_dir) == "minifier" else None
+
+
+def find_launcher(path: str) -> str:
+    """Accept a launcher, a level-1 repro.py, a `minifier/` folder or a `run_*` folder."""
+    if os.path.isdir(path):
+        for candidate in (os.path.join(path, "minifier", "minifier_launcher.py"),
+                          os.path.join(path, "minifier_launcher.py")):
+            if os.path.isfile(candidate):
+                return os.path.abspath(candidate)
+        raise BadLauncher(f"{path}: no minifier/minifier_launcher.py in this folder")
+    if not os.path.isfile(path):
+        raise BadLauncher(f"{path}: no such file")
+    return os.path.abspath(path)
+
+
+def read_launcher(path: str, *, require_pt2: bool = True) -> LauncherSpec:
+    path = find_launcher(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise BadLauncher(f"{path}: cannot read: {e}") from e
+    return parse_launcher(text, path, require_pt2=require_pt2)
+
+
+def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> LauncherSpec:
+    try:
+        tree = ast.parse(text, filename=path)
+    except SyntaxError as e:
+        raise BadLauncher(f"{path}: not valid Python (line {e.lineno}: {e.msg})") from e
+    _require_aoti(tree, text, path)
+    call = _find_run_repro(tree, path)
+    kwargs = _literal_keywords(call, path)
+    config, env, skipped, pt2_literal, patches = _read_preamble(tree)
+    if pt2_literal is None:
+        raise BadLauncher(f"{path}: no `exported_program = torch.export.load(...)` line; "
+                          "only launchers written by torch._inductor's AOTI minifier are supported")
+    pt2 = _resolve_pt2(pt2_literal, path, require_pt2)
+    accuracy = kwargs.get("accuracy", "")
+    accuracy = {True: "accuracy", False: "", None: ""}.get(accuracy, accuracy) if not isinstance(accuracy, str) else accuracy
+    command = kwargs.get("command", "minify")
+    if command not in ("minify", "run"):
+        raise BadLauncher(f"{path}: run_repro(command={command!r}) is neither 'minify' nor 'run'")
+    if "config_patches" in kwargs and isinstance(kwargs["config_patches"], dict):
+        patches = kwargs["config_patches"]
+    torch_version = _TORCH_VERSION.search(text)
+    cuda_version = _CUDA_VERSION.search(text)
+    return LauncherSpec(
+        path=path,
+        pt2=pt2,
+        run_repro_line=call.lineno - 1,
+        command=command,
+        accuracy=accuracy,
+        check_str=kwargs.get("check_str"),
+        save_dir=kwargs.get("save_dir"),
+        config=config,
+        config_patches=patches or {},
+        env=env,
+        torch_version=torch_version.group(1) if torch_version else None,
+        cuda_version=cuda_version.group(1) if cuda_version and cuda_version.group(1) != "None" else None,
+        skipped=skipped,
+    )
+
+
+def _require_aoti(tree: ast.Module, text: str, path: str) -> None:
+    modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    if AOTI_RUN_REPRO in modules:
+        return
+    others = sorted(m for m in modules if m.startswith("torch._dynamo.repro."))
+    if others:
+        raise BadLauncher(f"{path}: a launcher for {others[0]} (torch.compile), not for AOTInductor; "
+                          "aoti-lens minifies torch._inductor.aoti_compile_and_package failures")
+    if "run_repro" in text:
+        raise BadLauncher(f"{path}: calls run_repro but does not import it from {AOTI_RUN_REPRO}")
+    raise BadLauncher(f"{path}: not a PyTorch AOTI minifier launcher (no run_repro call)")
+
+
+def _find_run_repro(tree: ast.Module, path: str) -> ast.Call:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and _dotted(node.func).endswith("run_repro"):
+            return node
+    raise BadLauncher(f"{path}: no run_repro(...) call")
+
+
+def _literal_keywords(call: ast.Call, path: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kw in call.keywords:
+        if kw.arg is None:
+            continue
+        if isinstance(kw.value, ast.Name):
+            continue  # e.g. config_patches=config_patches, resolved from the preamble
+        try:
+            out[kw.arg] = ast.literal_eval(kw.value)
+        except ValueError as e:
+            raise BadLauncher(f"{path}:{kw.value.lineno}: run_repro({kw.arg}=...) is not a literal") from e
+    return out
+
+
+def _read_preamble(tree: ast.Module):
+    config: list[ConfigAssignment] = []
+    env: dict[str, str | None] = {}
+    skipped: list[str] = []
+    pt2: str | None = None
+    patches: dict[str, Any] | None = None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.If):
+            break  # `if __name__ == '__main__':` ends the preamble
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = _dotted(stmt.targets[0])
+            if target == "exported_program":
+                pt2 = _export_load_path(stmt.value)
+            elif target == "config_patches":
+                patches = _literal_or_none(stmt.value)
+            elif target.startswith("os.environ["):
+                _read_env_assign(stmt, env)
+            else:
+                module = next((m for m in CONFIG_MODULES if target.startswith(m + ".")), None)
+                if module is not None:
+                    value_ok, value = _try_literal(stmt.value)
+                    if value_ok:
+                        config.append(ConfigAssignment(module, target[len(module) + 1:], value))
+                    else:
+                        skipped.append(f"{target} (value is not a literal: {ast.unparse(stmt.value)[:80]})")
+        elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            _read_env_pop(stmt.value, env)
+    return config, env, skipped, pt2, patches
+
+
+def _export_load_path(value: ast.expr) -> str | None:
+    if isinstance(value, ast.Call) and _dotted(value.func) == "torch.export.load" and value.args:
+        ok, literal = _try_literal(value.args[0])
+        if ok and isinstance(literal, str):
+            return literal
+    return None
+
+
+def _read_env_assign(stmt: ast.Assign, env: dict[str, str | None]) -> None:
+    target = stmt.targets[0]
+    if isinstance(target, ast.Subscript):
+        ok_key, key = _try_literal(target.slice)
+        ok_value, value = _try_literal(stmt.value)
+        if ok_key and ok_value and isinstance(key, str) and isinstance(value, str):
+            env[key] = value
+
+
+def _read_env_pop(call: ast.Call, env: dict[str, str | None]) -> None:
+    if _dotted(call.func) == "os.environ.pop" and call.args:
+        ok, key = _try_literal(call.args[0])
+        if ok and isinstance(key, str):
+            env[key] = None
+
+
+def _resolve_pt2(literal: str, launcher: str, require: bool) -> str:
+    beside = os.path.join(os.path.dirname(launcher), "checkpoints", "exported_program.pt2")
+    for candidate in (literal, beside):
+        if os.path.isfile(candidate):
+            return os.path.abspath(candidate)
+    if require:
+        raise BadLauncher(f"{launcher}: the exported program is missing: neither {literal} nor {beside} exists "
+                          "(was the debug folder moved or partly deleted?)")
+    return literal
+
+
+def _try_literal(node: ast.expr) -> tuple[bool, Any]:
+    try:
+        return True, ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False, None
+
+
+def _literal_or_none(node: ast.expr) -> Any:
+    return _try_literal(node)[1]
+
+
+def _dotted(node: ast.AST) -> str:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    if isinstance(node, ast.Subscript):
+        return f"{_dotted(node.value)}[...]"
+    return ""

@@ -1,0 +1,241 @@
+"""`aoti-minify minify`: shrink a failing exported program to a 1-minimal repro.
+
+Round one tests, concurrently, the whole graph (the sanity check) and the kernel-origin slices;
+delta debugging then shrinks the smallest failing one. Every verdict is cached by the candidate's
+node set, every accepted reduction is written as a checkpoint at once, and the last one becomes
+repro.py, also when the run is cancelled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from . import protocol as p
+from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
+from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, Failure, StartEvent, Verdict, load_failure
+from .protocol import GraphInfo
+from .provenance import kernel_slices, read_kernel_source, resolve_kernel
+from .search import Candidate, Space, make_closure, minimize
+from .session import Reporter, Session, classify, log_pool_warnings, result_signature
+from .signature import KernelRef, Signature
+from .workers import Pool, Result
+
+
+class DoesNotFail(RuntimeError):
+    """The original program does not fail (with the expected error) here."""
+
+
+class ExportFailed(RuntimeError):
+    """A candidate could not be exported and `--skip-export-error false` asked to stop."""
+
+
+@dataclass
+class Progress:
+    start_nodes: int
+    nodes: int
+    started: float = field(default_factory=time.monotonic)
+    queries: int = 0
+    checkpoint: str | None = None
+
+    @property
+    def seconds(self) -> float:
+        return round(time.monotonic() - self.started, 2)
+
+    def line(self) -> str:
+        return f"{self.start_nodes} -> {self.nodes} nodes, {self.queries} queries, {self.seconds:.0f} s"
+
+
+class PoolOracle:
+    """Tests candidates on the worker pool; no node set is ever compiled twice."""
+
+    def __init__(self, session: Session, pool: Pool, reporter: Reporter, progress: Progress) -> None:
+        self.session = session
+        self.pool = pool
+        self.reporter = reporter
+        self.progress = progress
+        self.target: Signature | None = None
+        self.results: dict[Candidate, Result] = {}
+        self.verdicts: dict[Candidate, Verdict] = {}
+        self.warned: set[str] = set()
+
+    def first_failing(self, candidates: Sequence[Candidate]) -> Candidate | None:
+        cached = [c for c in candidates if self.verdicts.get(c) == "fails"]
+        if not cached:
+            self.test([c for c in candidates if c not in self.verdicts], stop_at_first=True)
+        failing = [c for c in candidates if self.verdicts.get(c) == "fails"]
+        return self.accept(min(failing, key=len)) if failing else None
+
+    def test(self, candidates: Sequence[Candidate], stop_at_first: bool) -> None:
+        if not candidates:
+            return
+        by_key = {key_of(c): c for c in candidates}
+        sent_before = self.pool.started
+        results = self.pool.evaluate([self.query(c) for c in candidates],
+                                     accept=lambda r: stop_at_first and self.verdict(r) == "fails")
+        self.progress.queries += self.pool.started - sent_before
+        for result in results:
+            candidate = by_key[result.query.key]
+            self.results[candidate] = result
+            verdict = self.verdicts[candidate] = self.verdict(result)
+            detail = _detail(result)
+            self.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=round(result.seconds, 2),
+                                              detail=detail, queries=self.progress.queries))
+            self.reporter.say(f"{self.progress.line()} | candidate of {len(candidate)} nodes: {verdict}"
+                              + (f" ({detail[:120]})" if detail and verdict != "fails" else ""))
+            if verdict == "export_error" and not self.session.options.skip_export_error:
+                raise ExportFailed(f"a candidate of {len(candidate)} nodes cannot be exported: {detail}")
+        log_pool_warnings(self.pool, self.reporter, self.warned)
+
+    def verdict(self, result: Result) -> Verdict:
+        return classify(result, self.target, self.session.check_str)
+
+    def reclassify(self) -> None:
+        self.verdicts = {c: self.verdict(r) for c, r in self.results.items()}
+
+    def query(self, candidate: Candidate) -> p.QueryRequest:
+        key = key_of(candidate)
+        return p.QueryRequest(key=key, kept=sorted(candidate), values_path=self.session.layout.values,
+                              save_pt2=os.path.join(self.session.layout.candidates, f"{key}.pt2"))
+
+    def accept(self, candidate: Candidate) -> Candidate:
+        """A smaller failing graph becomes the current one and, at once, a checkpoint."""
+        if len(candidate) < self.progress.nodes:
+            self.progress.nodes = len(candidate)
+            self.write_checkpoint(candidate)
+        return candidate
+
+    def write_checkpoint(self, candidate: Candidate) -> bool:
+        outcome = self.results[candidate].outcome if candidate in self.results else None
+        if outcome is None or not outcome.pt2:
+            self.reporter.log(f"no saved program for the {len(candidate)}-node graph; checkpoint skipped", "warning")
+            return False
+        header = [f"aoti-lens checkpoint: {len(candidate)} of {self.progress.start_nodes} graph nodes",
+                  f"reproduces: {self.target.describe() if self.target else 'the original failure'}"]
+        path = write_checkpoint(self.session.layout, self.session.spec, self.session.accuracy, len(candidate),
+                                outcome.pt2, outcome.code, header)
+        self.progress.checkpoint = path
+        self.reporter.emit(CheckpointEvent(nodes=len(candidate), path=path, graph=outcome.code,
+                                           queries=self.progress.queries, seconds=self.progress.seconds))
+        self.reporter.say(f"{self.progress.line()} | checkpoint {path}")
+        return True
+
+
+def key_of(candidate: Candidate) -> str:
+    return hashlib.sha1("\n".join(sorted(candidate)).encode()).hexdigest()[:16]
+
+
+def minify(session: Session, reporter: Reporter) -> DoneEvent:
+    options = session.options
+    pool = session.pool(size=max(1, options.workers))
+    progress: Progress | None = None
+    try:
+        graph = pool.call(p.DescribeRequest()).graph
+        values = pool.call(p.ValuesRequest(path=session.layout.values))
+        if values.error:
+            reporter.log(f"{values.error}; later nodes are only removed together with their users", "warning")
+        order = graph.compute_nodes()
+        progress = Progress(start_nodes=len(order), nodes=len(order))
+        oracle = PoolOracle(session, pool, reporter, progress)
+        args = {n.name: n.args for n in graph.nodes if n.kind == "compute"}
+        space = Space(order=order, closure=make_closure(args, set(values.stored)))
+        reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
+        current = first_round(session, oracle, space, graph, reporter)
+        final = minimize(space, current, oracle, max_granularity=options.max_granularity)
+        return finish(session, oracle, final, reporter)
+    except KeyboardInterrupt:
+        pool.close()
+        cancel(session, progress, reporter)
+        raise
+    finally:
+        pool.close()
+        clean_scratch(session.layout)
+
+
+def first_round(session: Session, oracle: PoolOracle, space: Space, graph: GraphInfo, reporter: Reporter) -> Candidate:
+    """The sanity check and the kernel-origin slices, tested concurrently."""
+    full = frozenset(space.order)
+    saved = _saved_failure(session)
+    oracle.target = saved.signature if saved else None
+    slices = _slices(session, graph, space, saved.kernel if saved else None)
+    round_one = ([] if session.options.skip_sanity else [full]) + slices
+    spare = session.options.workers - len(round_one)
+    if slices and 1 < len(slices[0]) <= spare:
+        round_one += [space.closure({n}) for n in slices[0]]
+    oracle.test(list(dict.fromkeys(round_one)), stop_at_first=False)
+    if not session.options.skip_sanity:
+        oracle.target = sanity(session, oracle, full)
+        oracle.reclassify()
+    target = oracle.target
+    reporter.emit(StartEvent(nodes=len(full), signature=target or Signature("Any", "any failure"),
+                             graph=graph.code, workers=session.options.workers))
+    reporter.say(f"target: {target.describe() if target else 'any failure'}")
+    if not slices and full in oracle.results:
+        _, analysis = result_signature(oracle.results[full])
+        slices = _slices(session, graph, space, analysis.kernel if analysis else None)
+        oracle.test([s for s in slices if s not in oracle.verdicts], stop_at_first=True)
+    failing = [c for c, v in oracle.verdicts.items() if v == "fails"]
+    return oracle.accept(min(failing, key=len)) if failing else full
+
+
+def sanity(session: Session, oracle: PoolOracle, full: Candidate) -> Signature:
+    result = oracle.results[full]
+    signature, _ = result_signature(result)
+    if signature is None:
+        why = "it could not be exported" if oracle.verdicts[full] == "export_error" else "it ran without error"
+        raise DoesNotFail(f"the graph does not fail here: {why}{': ' + _detail(result) if _detail(result) else ''}")
+    if session.check_str and oracle.verdict(result) != "fails":
+        raise DoesNotFail(f"the graph fails, but its error does not match --check-str {session.check_str!r}: "
+                          f"{signature.describe()}")
+    return signature
+
+
+def _saved_failure(session: Session) -> Failure | None:
+    try:
+        return load_failure(session.layout.failure_json)
+    except (OSError, ValueError):
+        return None
+
+
+def _slices(session: Session, graph: GraphInfo, space: Space, kernel: KernelRef | None) -> list[Candidate]:
+    if not session.options.slicing or kernel is None:
+        return []
+    kernel = resolve_kernel(kernel, graph, read_kernel_source(kernel))
+    full = frozenset(space.order)
+    slices = [space.closure(s) for s in kernel_slices(kernel, graph)]
+    return list(dict.fromkeys(s for s in slices if s != full))
+
+
+def _detail(result: Result) -> str:
+    if result.outcome is None:
+        return result.detail.splitlines()[0] if result.detail else ""
+    if result.outcome.error is not None:
+        return result.outcome.error.signature.describe()
+    return result.outcome.text.splitlines()[0] if result.outcome.text else ""
+
+
+def finish(session: Session, oracle: PoolOracle, final: Candidate, reporter: Reporter) -> DoneEvent:
+    progress = oracle.progress
+    if progress.checkpoint is None and not oracle.write_checkpoint(final):
+        raise RuntimeError(f"the final graph could not be saved; see the worker logs in {session.layout.work}")
+    repro = write_repro(session.layout, progress.checkpoint)
+    if session.options.copy_to:
+        reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")
+    done = DoneEvent(nodes=len(final), repro=repro, queries=progress.queries, seconds=progress.seconds,
+                     start_nodes=progress.start_nodes, signature=oracle.target)
+    reporter.emit(done)
+    return done
+
+
+def cancel(session: Session, progress: Progress | None, reporter: Reporter) -> None:
+    """Leave the best checkpoint so far as repro.py and say where it is."""
+    checkpoint = progress.checkpoint if progress else None
+    if checkpoint:
+        write_repro(session.layout, checkpoint)
+    reporter.emit(CancelledEvent(nodes=progress.nodes if progress else 0, checkpoint=checkpoint,
+                                 queries=progress.queries if progress else 0,
+                                 seconds=progress.seconds if progress else 0.0))
+    reporter.say(f"cancelled; best so far: {checkpoint or 'none'}")

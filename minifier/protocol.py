@@ -1,0 +1,158 @@
+"""Driver <-> worker messages: one JSON object per line over a private pipe pair.
+
+The worker's stdout and stderr go to its log file (Inductor, g++ and CUDA print there freely);
+only these messages travel on the pipes. Torch-free so the driver never imports torch.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+from . import wire
+from .events import SourceLine
+from .launcher import LauncherSpec
+from .signature import ErrorAnalysis
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """One node of the flattened exported graph, as the torch-free driver sees it."""
+
+    name: str
+    kind: Literal["input", "param", "compute"]
+    target: str
+    op: str
+    args: list[str]
+    tensor: bool
+    shape: str = ""
+    device: str = "cpu"
+    source: SourceLine | None = None
+
+
+@dataclass(frozen=True)
+class GraphInfo:
+    nodes: list[NodeInfo]
+    outputs: list[str]
+    code: str
+    torch_version: str
+    device: str
+
+    def compute_nodes(self) -> list[str]:
+        return [n.name for n in self.nodes if n.kind == "compute"]
+
+    def by_name(self) -> dict[str, NodeInfo]:
+        return {n.name: n for n in self.nodes}
+
+
+@dataclass(frozen=True)
+class InitRequest:
+    launcher: LauncherSpec
+    work_dir: str
+    export_mode: Literal["python", "dynamo"] = "python"
+    accuracy: str = ""
+    type: Literal["init"] = "init"
+
+
+@dataclass(frozen=True)
+class DescribeRequest:
+    type: Literal["describe"] = "describe"
+
+
+@dataclass(frozen=True)
+class ValuesRequest:
+    """Run the original graph eagerly once and store every intermediate tensor in `path`."""
+
+    path: str
+    type: Literal["values"] = "values"
+
+
+@dataclass(frozen=True)
+class QueryRequest:
+    """Compile, load and run one candidate: the original program, or the graph made of `kept`."""
+
+    key: str
+    kept: list[str] = field(default_factory=list)
+    original: bool = False
+    values_path: str | None = None
+    save_pt2: str | None = None
+    type: Literal["query"] = "query"
+
+
+Request = Union[InitRequest, DescribeRequest, ValuesRequest, QueryRequest]
+
+
+@dataclass(frozen=True)
+class Ready:
+    pid: int
+    torch_version: str
+    warnings: list[str] = field(default_factory=list)
+    type: Literal["ready"] = "ready"
+
+
+@dataclass(frozen=True)
+class Described:
+    graph: GraphInfo
+    type: Literal["described"] = "described"
+
+
+@dataclass(frozen=True)
+class ValuesStored:
+    path: str
+    stored: list[str]
+    error: str | None = None
+    type: Literal["values_stored"] = "values_stored"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one candidate inside the worker (crashes and timeouts are seen by the driver)."""
+
+    key: str
+    status: Literal["passed", "raised", "export_error"]
+    seconds: float
+    error: ErrorAnalysis | None = None
+    text: str = ""
+    code: str = ""
+    pt2: str | None = None
+    poisoned: bool = False
+    type: Literal["outcome"] = "outcome"
+
+
+@dataclass(frozen=True)
+class WorkerFailed:
+    """The worker cannot serve at all (bad program file, no compiler...); it exits after this."""
+
+    code: Literal["bad_input", "environment", "internal"]
+    message: str
+    type: Literal["failed"] = "failed"
+
+
+Reply = Union[Ready, Described, ValuesStored, Outcome, WorkerFailed]
+
+_REQUESTS = {"init": InitRequest, "describe": DescribeRequest, "values": ValuesRequest, "query": QueryRequest}
+_REPLIES = {"ready": Ready, "described": Described, "values_stored": ValuesStored, "outcome": Outcome,
+            "failed": WorkerFailed}
+
+
+def encode(message: Request | Reply) -> bytes:
+    return (wire.dumps(message) + "\n").encode()
+
+
+def decode_request(line: bytes) -> Request:
+    return _decode(line, _REQUESTS)
+
+
+def decode_reply(line: bytes) -> Reply:
+    return _decode(line, _REPLIES)
+
+
+def _decode(line: bytes, table: dict[str, type]):
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise wire.WireError(f"unreadable worker message: {line[:120]!r}") from e
+    if not isinstance(data, dict) or data.get("type") not in table:
+        raise wire.WireError(f"unknown worker message: {line[:120]!r}")
+    return wire.decode(table[data["type"]], data)

@@ -1,0 +1,58 @@
+"""`aoti-minify run`: reproduce a dumped failure once, in a worker, and write failure.json."""
+
+from __future__ import annotations
+
+import time
+
+from . import protocol as p
+from .artifacts import write_failure
+from .events import Failure, FailureEvent
+from .protocol import GraphInfo
+from .provenance import model_lines, read_kernel_source, resolve_kernel
+from .session import Reporter, Session, classify, log_pool_warnings, result_signature
+from .workers import Result
+
+ORIGINAL_KEY = "original"
+
+
+def reproduce(session: Session, reporter: Reporter) -> Failure | None:
+    """The failure as it happens now, or None when the program no longer fails."""
+    started = time.monotonic()
+    reporter.say(f"reproducing {session.spec.path}")
+    pool = session.pool(size=1)
+    try:
+        graph = pool.call(p.DescribeRequest()).graph
+        log_pool_warnings(pool, reporter, set())
+        [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True)], accept=lambda r: True)
+    finally:
+        pool.close()
+    if classify(result, None, session.check_str) != "fails":
+        return None
+    failure = describe_failure(session, graph, result, time.monotonic() - started)
+    path = write_failure(session.layout, failure)
+    reporter.emit(FailureEvent(path=path, failure=failure))
+    return failure
+
+
+def describe_failure(session: Session, graph: GraphInfo, result: Result, seconds: float) -> Failure:
+    signature, analysis = result_signature(result)
+    assert signature is not None
+    kernel = analysis.kernel if analysis else None
+    kernel_source = read_kernel_source(kernel) if kernel else None
+    if kernel is not None:
+        kernel = resolve_kernel(kernel, graph, kernel_source)
+    details = result.outcome.text if result.outcome else result.detail
+    return Failure(
+        launcher=session.spec.path,
+        signature=signature,
+        headline=analysis.headline if analysis else result.detail.splitlines()[0],
+        details=details,
+        kernel=kernel,
+        kernel_source=kernel_source,
+        model_lines=model_lines(kernel.source_nodes, graph) if kernel else [],
+        nodes=len(graph.compute_nodes()),
+        graph=graph.code,
+        torch_version=graph.torch_version,
+        device=graph.device,
+        seconds=round(seconds, 2),
+    )

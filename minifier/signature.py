@@ -1,0 +1,200 @@
+"""Failure signatures: what makes two failures "the same bug".
+
+A candidate graph only counts as still failing when its signature matches the original's:
+same exception type and same normalized message. Paths, hashes, addresses and numbers are masked
+because they legitimately change between candidates (a new kernel file, a shorter tensor), while
+the words of the error do not. That is what keeps the search from drifting to another bug.
+
+Torch-free: the language server and the driver use it too.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+Kind = Literal["compile_error", "runtime_error", "accuracy", "crash", "timeout"]
+
+_GCC_ERROR = re.compile(r"^(?P<file>/[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.+)$", re.M)
+_GCC_FUNCTION = re.compile(r"In function [‘'`](?:[\w:<>,\s*&]+\s)?(?P<name>\w+)\(")
+_IMPORT_FAILURE = re.compile(r"Failed to import (?P<file>/\S+\.py)")
+_PY_SYNTAX = re.compile(r"^(?P<type>\w*Error): (?P<msg>.+?) \((?P<base>[^,()]+\.py), line (?P<line>\d+)\)", re.M)
+_TRITON_AT = re.compile(r"^(?P<type>\w*(?:Compilation|Compile)\w*Error): at (?P<line>\d+):(?P<col>\d+):", re.M)
+_CUDA_ERROR = re.compile(r"(?P<msg>CUDA error: [^\n]+)")
+_TYPE_PREFIX = re.compile(r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Failed))\s*:\s*(?P<rest>.*)", re.S)
+_KERNEL_NAME = re.compile(r"\b(?P<name>(?:cpp|triton_(?:poi|red|per|tem|for|spl|mm|unk))_fused_\w+?_\d+)\b")
+_COMPILE_TYPES = {"CppCompileError", "SyntaxError", "CompilationError", "CompileError", "IndentationError"}
+_ACCURACY_TYPES = {"AccuracyError"}
+
+_MASKS = [
+    (re.compile(r"[‘’`´]"), "'"),
+    (re.compile(r"[“”]"), '"'),
+    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+~-]+)+/?"), "<path>"),
+    (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<addr>"),
+    (re.compile(r"\b(?=[a-z0-9]*\d)[a-z0-9]{20,}\b"), "<hash>"),
+    (re.compile(r"(?<![\w<])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w>])"), "<n>"),
+    (re.compile(r"\s+"), " "),
+]
+
+
+def normalize(message: str) -> str:
+    for pattern, replacement in _MASKS:
+        message = pattern.sub(replacement, message)
+    return message.strip()[:300]
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    """Where in generated code the failure points; every field is optional because errors vary."""
+
+    name: str | None = None
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    source_nodes: list[str] = field(default_factory=list)
+    aten_ops: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Signature:
+    exc_type: str
+    message: str
+    kind: Kind = "runtime_error"
+
+    def matches(self, other: Signature | None) -> bool:
+        return other is not None and (self.exc_type, self.message) == (other.exc_type, other.message)
+
+    def describe(self) -> str:
+        return f"{self.exc_type}: {self.message}" if self.message else self.exc_type
+
+
+@dataclass(frozen=True)
+class ErrorAnalysis:
+    signature: Signature
+    headline: str
+    kernel: KernelRef | None
+
+
+def analyze_error(exc_type: str, text: str) -> ErrorAnalysis:
+    """Reduce an exception (its type name and full text, traceback or message) to a signature."""
+    for parse in (_cpp_compile_error, _python_kernel_error, _triton_compile_error, _cuda_error):
+        found = parse(text)
+        if found is not None:
+            return found
+    inner_type, rest = _peel_type(exc_type, text)
+    headline = _first_line(rest)
+    kernel = _kernel_named_in(text)
+    return _analysis(inner_type, headline, kernel)
+
+
+def crash_signature(signal_name: str) -> Signature:
+    return Signature(exc_type="WorkerCrash", message=signal_name, kind="crash")
+
+
+def _analysis(exc_type: str, headline: str, kernel: KernelRef | None) -> ErrorAnalysis:
+    if exc_type in _COMPILE_TYPES:
+        kind: Kind = "compile_error"
+    elif exc_type in _ACCURACY_TYPES:
+        kind = "accuracy"
+    else:
+        kind = "runtime_error"
+    sig = Signature(exc_type=exc_type, message=normalize(headline), kind=kind)
+    return ErrorAnalysis(signature=sig, headline=headline.strip(), kernel=kernel)
+
+
+def _cpp_compile_error(text: str) -> ErrorAnalysis | None:
+    error = _GCC_ERROR.search(text)
+    if error is None:
+        return None
+    functions = list(_GCC_FUNCTION.finditer(text, 0, error.start()))
+    name = functions[-1].group("name") if functions else None
+    kernel = KernelRef(
+        name=name,
+        file=error.group("file"),
+        line=int(error.group("line")),
+        column=int(error.group("col")),
+        aten_ops=kernel_ops(name) if name else [],
+    )
+    return _analysis("CppCompileError", error.group("msg"), kernel)
+
+
+def _python_kernel_error(text: str) -> ErrorAnalysis | None:
+    imported = _IMPORT_FAILURE.search(text)
+    syntax = _PY_SYNTAX.search(text)
+    if syntax is None or imported is None:
+        return None
+    kernel = KernelRef(file=imported.group("file"), line=int(syntax.group("line")))
+    headline = f"{syntax.group('msg')} ({syntax.group('base')}, line {syntax.group('line')})"
+    return _analysis(syntax.group("type"), headline, kernel)
+
+
+def _triton_compile_error(text: str) -> ErrorAnalysis | None:
+    found = _TRITON_AT.search(text)
+    if found is None:
+        return None
+    following = text[found.end():].splitlines()
+    detail = next((ln.strip() for ln in reversed(following[:12]) if ln.strip() and not ln.strip().startswith("^")), "")
+    kernel = _kernel_named_in(text) or KernelRef()
+    kernel = KernelRef(kernel.name, kernel.file, int(found.group("line")), int(found.group("col")),
+                       kernel.source_nodes, kernel.aten_ops)
+    return _analysis(found.group("type"), detail or found.group(0), kernel)
+
+
+def _cuda_error(text: str) -> ErrorAnalysis | None:
+    found = _CUDA_ERROR.search(text)
+    if found is None:
+        return None
+    return _analysis("CUDAError", found.group("msg"), _kernel_named_in(text))
+
+
+def _peel_type(exc_type: str, text: str) -> tuple[str, str]:
+    """Wrappers such as InductorError print the inner exception as 'Inner: message'."""
+    rest = text.strip()
+    inner = exc_type.rsplit(".", 1)[-1]
+    for _ in range(4):
+        found = _TYPE_PREFIX.match(rest)
+        if found is None:
+            break
+        inner, rest = found.group("type"), found.group("rest")
+    return inner, rest
+
+
+def _first_line(text: str) -> str:
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+
+
+def _kernel_named_in(text: str) -> KernelRef | None:
+    found = _KERNEL_NAME.search(text)
+    if found is None:
+        return None
+    return KernelRef(name=found.group("name"), aten_ops=kernel_ops(found.group("name")))
+
+
+def kernel_ops(kernel_name: str, known_ops: set[str] | None = None) -> list[str]:
+    """The ATen op names Inductor folded into a descriptive kernel name.
+
+    `cpp_fused_add_native_layer_norm_relu_3` -> [add, native_layer_norm, relu] when the graph's op
+    names are known (op names contain underscores, so splitting needs the vocabulary); otherwise
+    each underscore-separated word is returned.
+    """
+    body = re.sub(r"^(?:cpp|triton_\w+?)_fused_", "", kernel_name)
+    body = re.sub(r"_\d+$", "", body)
+    if not known_ops:
+        return [w for w in body.split("_") if w]
+    return _segment(body, known_ops) or [w for w in body.split("_") if w]
+
+
+def _segment(body: str, vocab: set[str]) -> list[str] | None:
+    """Split `body` into a sequence of vocabulary words joined by '_' (longest words first)."""
+    words = body.split("_")
+    best: dict[int, list[str] | None] = {len(words): []}
+    for start in range(len(words) - 1, -1, -1):
+        best[start] = None
+        for end in range(len(words), start, -1):
+            word = "_".join(words[start:end])
+            tail = best[end]
+            if word in vocab and tail is not None:
+                best[start] = [word, *tail]
+                break
+    return best[0]

@@ -1,0 +1,205 @@
+"""A worker process: imports torch once, then compiles, loads and runs candidates on request.
+
+Everything that can crash (Inductor, g++, the AOTI runtime, CUDA) happens here, so a segfault,
+abort or hang costs only this process; the driver notices, records the verdict and starts a new
+one. Started as `python -m minifier.worker --in FD --out FD` by minifier.workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import shutil
+import sys
+import time
+import traceback
+
+from . import protocol as p
+from .signature import analyze_error
+
+
+class Worker:
+    def __init__(self) -> None:
+        self.init: p.InitRequest | None = None
+        self.ep = None
+        self.flat = None
+        self.values: dict | None = None
+        self.values_path: str | None = None
+
+    def handle(self, request: p.Request) -> p.Reply:
+        if isinstance(request, p.InitRequest):
+            return self.start(request)
+        if isinstance(request, p.DescribeRequest):
+            from .graph import describe
+            return p.Described(graph=describe(self.flat))
+        if isinstance(request, p.ValuesRequest):
+            return self.store_values(request.path)
+        return self.query(request)
+
+    def start(self, request: p.InitRequest) -> p.Reply:
+        self.init = request
+        compiler = _missing_compiler()
+        if compiler:
+            return p.WorkerFailed(code="environment", message=compiler)
+        import torch
+        warnings = _apply_config(request.launcher)
+        if request.launcher.torch_version and request.launcher.torch_version != torch.__version__:
+            warnings.append(f"the launcher was written by torch {request.launcher.torch_version}; "
+                            f"replaying it with torch {torch.__version__}")
+        try:
+            self.ep = torch.export.load(request.launcher.pt2)
+        except Exception as e:
+            return p.WorkerFailed(code="bad_input", message=f"cannot load {request.launcher.pt2}: "
+                                  f"{type(e).__name__}: {str(e)[:500]} (corrupt file, or written by another torch?)")
+        from .graph import flatten
+        try:
+            self.flat = flatten(self.ep)
+        except NotImplementedError as e:
+            return p.WorkerFailed(code="bad_input", message=str(e))
+        os.makedirs(os.path.join(request.work_dir, "packages"), exist_ok=True)
+        return p.Ready(pid=os.getpid(), torch_version=torch.__version__, warnings=warnings)
+
+    def store_values(self, path: str) -> p.Reply:
+        import torch
+        from .graph import concrete_values
+        values, error = concrete_values(self.flat)
+        torch.save(values, path + ".tmp")
+        os.replace(path + ".tmp", path)
+        return p.ValuesStored(path=path, stored=sorted(values), error=error)
+
+    def query(self, request: p.QueryRequest) -> p.Reply:
+        import torch
+        start = time.monotonic()
+        try:
+            if request.original:
+                ep = self.ep
+                args, kwargs = ep.example_inputs or ((), {})
+                eager = ep.module()
+            else:
+                ep, args, eager = self._export_candidate(request)
+                kwargs = {}
+        except Exception as e:
+            return p.Outcome(key=request.key, status="export_error", seconds=time.monotonic() - start,
+                             text=f"{type(e).__name__}: {e}"[:4000])
+        package = os.path.join(self.init.work_dir, "packages", f"{request.key}.pt2")
+        code = "" if request.original else eager.code.strip()
+        try:
+            self._compile_and_run(ep, eager, args, kwargs, package)
+        except Exception as e:
+            text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
+            error = analyze_error(type(e).__name__, str(e) or repr(e))
+            saved = self._save(ep, request.save_pt2)
+            poisoned = "CUDA error" in text or type(e).__name__ == "AcceleratorError"
+            return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start, error=error,
+                             text=_clip(text), code=code, pt2=saved, poisoned=poisoned)
+        finally:
+            _remove(package)
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.empty_cache()
+        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code)
+
+    def _export_candidate(self, request: p.QueryRequest):
+        import torch
+        from .graph import build_candidate
+        if self.values is None or self.values_path != request.values_path:
+            self.values = {}
+            if request.values_path and os.path.exists(request.values_path):
+                self.values = torch.load(request.values_path, mmap=True, weights_only=True)
+            self.values_path = request.values_path
+        gm, inputs = build_candidate(self.flat, set(request.kept), self.values)
+        strict = self.init.export_mode == "dynamo"
+        ep = torch.export.export(gm, tuple(inputs), strict=strict)
+        return ep, tuple(inputs), gm
+
+    def _compile_and_run(self, ep, eager, args, kwargs, package: str) -> None:
+        import torch
+        patches = dict(self.init.launcher.config_patches)
+        with torch.no_grad():
+            path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
+            compiled = torch._inductor.aoti_load_package(path)
+            if self.init.accuracy:
+                _check_accuracy(eager, compiled, args, self.init.accuracy)
+            else:
+                compiled(*args, **kwargs)
+            if torch.cuda.is_available() and torch.cuda.is_initialized():
+                torch.cuda.synchronize()
+
+    def _save(self, ep, path: str | None) -> str | None:
+        if not path:
+            return None
+        import torch
+        try:
+            torch.export.save(ep, path + ".tmp")
+            os.replace(path + ".tmp", path)
+            return path
+        except Exception:  # a candidate we cannot save is still a valid verdict
+            _remove(path + ".tmp")
+            return None
+
+
+def _check_accuracy(eager, compiled, args, mode: str) -> None:
+    from torch._dynamo.debug_utils import AccuracyError, same_two_models
+    loose = mode == "accuracy"
+    if not same_two_models(eager, compiled, list(args), only_fwd=True, require_fp64=loose, ignore_non_fp=loose):
+        raise AccuracyError("Bad accuracy detected")
+
+
+def _apply_config(launcher) -> list[str]:
+    warnings = [f"skipped launcher line {s}" for s in launcher.skipped]
+    for assignment in launcher.config:
+        try:
+            obj = importlib.import_module(assignment.module)
+            *path, leaf = assignment.attr.split(".")
+            for part in path:
+                obj = getattr(obj, part)
+            setattr(obj, leaf, assignment.value)
+        except (AttributeError, ImportError, TypeError, ValueError) as e:
+            warnings.append(f"config {assignment.module}.{assignment.attr} not applied ({type(e).__name__}: {e}); "
+                            "the launcher may come from another torch version")
+    return warnings
+
+
+def _missing_compiler() -> str | None:
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        return (f"no C++ compiler: AOTInductor compiles a C++ wrapper for every model and `{cxx}` is not "
+                "on PATH (install g++, or set CXX to a compiler)")
+    return None
+
+
+def _clip(text: str, head: int = 16000, tail: int = 4000) -> str:
+    """Keep the error's start (the message, the compiler's first errors) and the traceback's end."""
+    if len(text) <= head + tail:
+        return text
+    return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[-tail:]}"
+
+
+def _remove(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m minifier.worker")
+    parser.add_argument("--in", dest="fd_in", type=int, required=True)
+    parser.add_argument("--out", dest="fd_out", type=int, required=True)
+    args = parser.parse_args()
+    requests = os.fdopen(args.fd_in, "rb")
+    replies = os.fdopen(args.fd_out, "wb", buffering=0)
+    worker = Worker()
+    for line in requests:
+        try:
+            reply = worker.handle(p.decode_request(line))
+        except Exception as e:
+            reply = p.WorkerFailed(code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+        replies.write(p.encode(reply))
+        if isinstance(reply, p.WorkerFailed) or (isinstance(reply, p.Outcome) and reply.poisoned):
+            sys.stdout.flush()
+            os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

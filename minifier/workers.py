@@ -1,0 +1,296 @@
+"""The driver's pool of worker processes.
+
+Each worker is its own process group (g++ and Triton compiler children included), so a timeout or
+a cancel kills the whole group. A worker that dies (segfault, abort, `os._exit` after a sticky CUDA
+error) costs one verdict; the pool starts a replacement at once and carries on. Torch-free.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from . import protocol as p
+from .wire import WireError
+
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class PoolError(RuntimeError):
+    """Workers cannot run at all; `code` is bad_input or environment."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass(frozen=True)
+class PoolConfig:
+    init: p.InitRequest
+    log_dir: str
+    size: int = 1
+    devices: list[str] = field(default_factory=list)
+    timeout: float = 600.0
+    start_timeout: float = 600.0
+    env: dict[str, str | None] = field(default_factory=dict)
+    python: str = sys.executable
+
+
+@dataclass(frozen=True)
+class Result:
+    query: p.QueryRequest
+    kind: Literal["outcome", "crash", "timeout"]
+    seconds: float
+    outcome: p.Outcome | None = None
+    detail: str = ""
+    signal: str = ""
+
+
+class _Slot:
+    def __init__(self, index: int, config: PoolConfig, generation: int) -> None:
+        self.index = index
+        self.log_path = os.path.join(config.log_dir, f"worker-{index}.log")
+        req_read, self.req_write = os.pipe()
+        self.rep_read, rep_write = os.pipe()
+        env = _worker_env(config, index)
+        with open(self.log_path, "ab") as log:
+            log.write(f"\n=== worker {index}, start {generation} ===\n".encode())
+            log.flush()
+            self.proc = subprocess.Popen(
+                [config.python, "-m", "minifier.worker", "--in", str(req_read), "--out", str(rep_write)],
+                pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=env, start_new_session=True, cwd=config.init.work_dir,
+            )
+        os.close(req_read)
+        os.close(rep_write)
+        os.set_blocking(self.rep_read, False)
+        self.buffer = b""
+        self.ready = False
+        self.state: Literal["starting", "idle", "busy", "dead"] = "starting"
+        self.current: p.QueryRequest | None = None
+        self.sent_at = time.monotonic()
+        self.deadline = self.sent_at + config.start_timeout
+        self.send(config.init)
+
+    def send(self, message) -> None:
+        try:
+            os.write(self.req_write, p.encode(message))
+        except OSError:
+            pass  # the worker is gone; its EOF on the reply pipe reports it
+
+    def read_replies(self) -> tuple[list[p.Reply], bool]:
+        """Replies now complete, and whether the worker closed its end (it died or exited)."""
+        try:
+            chunk = os.read(self.rep_read, 1 << 20)
+        except BlockingIOError:
+            return [], False
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        replies = []
+        for line in lines:
+            try:
+                replies.append(p.decode_reply(line))
+            except WireError as e:
+                replies.append(p.WorkerFailed(code="internal", message=str(e)))
+        return replies, not chunk
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        self.proc.wait()
+        self.state = "dead"
+        for fd in (self.req_write, self.rep_read):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def death(self) -> str:
+        code = self.proc.wait()
+        if code < 0:
+            how = f"killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exited with status {code}"
+        return f"worker {how}; last log lines:\n{_tail(self.log_path)}"
+
+    def signal_name(self) -> str:
+        code = self.proc.wait()
+        return signal.Signals(-code).name if code < 0 else f"EXIT{code}"
+
+
+class Pool:
+    def __init__(self, config: PoolConfig) -> None:
+        self.config = config
+        self.selector = selectors.DefaultSelector()
+        self.slots: list[_Slot] = []
+        self.generations = [0] * config.size
+        self.start_failures = 0
+        self.started = 0
+        self.warnings: list[str] = []
+        self.torch_version = ""
+        for i in range(config.size):
+            self._spawn(i)
+
+    def _spawn(self, index: int) -> _Slot:
+        self.generations[index] += 1
+        slot = _Slot(index, self.config, self.generations[index])
+        self.selector.register(slot.rep_read, selectors.EVENT_READ, slot)
+        if index < len(self.slots):
+            self.slots[index] = slot
+        else:
+            self.slots.append(slot)
+        return slot
+
+    def _replace(self, slot: _Slot) -> None:
+        try:
+            self.selector.unregister(slot.rep_read)
+        except (KeyError, ValueError):
+            pass
+        slot.kill()
+        self._spawn(slot.index)
+
+    def call(self, request) -> p.Reply:
+        """Send one non-query request to the first ready worker and wait for its reply."""
+        slot = self._wait_idle()
+        slot.send(request)
+        slot.state, slot.sent_at = "busy", time.monotonic()
+        slot.deadline = slot.sent_at + self.config.start_timeout
+        while True:
+            for s, reply in self._poll():
+                if s is slot:
+                    slot.state = "idle"
+                    return reply
+            if slot.state == "dead" or time.monotonic() > slot.deadline:
+                detail = slot.death() if slot.state == "dead" else "no answer in time"
+                self._replace(slot)
+                raise PoolError("internal", f"worker failed on {type(request).__name__}: {detail}")
+
+    def evaluate(self, queries: list[p.QueryRequest], accept: Callable[[Result], bool]) -> list[Result]:
+        """Run queries concurrently; stop at the first accepted result, killing the rest."""
+        pending = deque(queries)
+        results: list[Result] = []
+        while pending or any(s.current is not None for s in self.slots):
+            for slot in self.slots:
+                if slot.state == "idle" and pending:
+                    query = pending.popleft()
+                    slot.current, slot.state, slot.sent_at = query, "busy", time.monotonic()
+                    slot.deadline = slot.sent_at + self.config.timeout
+                    slot.send(query)
+                    self.started += 1
+            new: list[Result] = []
+            for slot, reply in self._poll():
+                if isinstance(reply, p.Outcome) and slot.current is not None:
+                    new.append(Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply))
+                    slot.current, slot.state = None, "idle"
+                    if reply.poisoned:
+                        self._replace(slot)
+            for slot in list(self.slots):
+                new.extend(self._reap(slot))
+            results.extend(new)
+            if any(accept(r) for r in new):
+                for slot in self.slots:
+                    if slot.current is not None:
+                        slot.current = None
+                        self._replace(slot)
+                break
+        return results
+
+    def _reap(self, slot: _Slot) -> list[Result]:
+        """Turn a dead or overdue worker into a crash or timeout verdict and replace it."""
+        now = time.monotonic()
+        overdue = slot.state in ("busy", "starting") and now > slot.deadline
+        if slot.state != "dead" and not overdue:
+            return []
+        query = slot.current
+        kind = "crash" if slot.state == "dead" else "timeout"
+        detail = slot.death() if kind == "crash" else f"no verdict within {self.config.timeout:.0f} s"
+        signal_name = slot.signal_name() if kind == "crash" else ""
+        slot.current = None
+        self._replace(slot)
+        if not slot.ready:
+            self._count_start_failure(detail)
+        if query is None:
+            return []
+        return [Result(query, kind, now - slot.sent_at, detail=detail, signal=signal_name)]
+
+    def _count_start_failure(self, detail: str) -> None:
+        self.start_failures += 1
+        if self.start_failures >= 3 * max(1, self.config.size):
+            self.close()
+            raise PoolError("environment", f"workers keep dying while starting: {detail}")
+
+    def _poll(self) -> list[tuple[_Slot, p.Reply]]:
+        deadlines = [s.deadline for s in self.slots if s.state in ("busy", "starting")]
+        wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 0.5
+        out = []
+        for key, _ in self.selector.select(timeout=min(wait, 1.0)):
+            slot: _Slot = key.data
+            replies, closed = slot.read_replies()
+            for reply in replies:
+                if isinstance(reply, p.Ready):
+                    slot.state, slot.ready = "idle", True
+                    self.torch_version = reply.torch_version
+                    self.warnings.extend(w for w in reply.warnings if w not in self.warnings)
+                elif isinstance(reply, p.WorkerFailed):
+                    self.close()
+                    raise PoolError(reply.code, reply.message)
+                else:
+                    out.append((slot, reply))
+            if closed:
+                self.selector.unregister(slot.rep_read)
+                slot.state = "dead"
+        return out
+
+    def _wait_idle(self) -> _Slot:
+        while True:
+            idle = next((s for s in self.slots if s.state == "idle"), None)
+            if idle is not None:
+                return idle
+            self._poll()
+            for slot in list(self.slots):
+                self._reap(slot)
+
+    def close(self) -> None:
+        for slot in self.slots:
+            try:
+                self.selector.unregister(slot.rep_read)
+            except (KeyError, ValueError):
+                pass
+            slot.kill()
+        self.slots = []
+
+
+def _worker_env(config: PoolConfig, index: int) -> dict[str, str]:
+    env = dict(os.environ)
+    for key, value in config.env.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("LC_ALL", "C.UTF-8")
+    if config.devices:
+        env["CUDA_VISIBLE_DEVICES"] = config.devices[index % len(config.devices)]
+    return env
+
+
+def _tail(path: str, limit: int = 2000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""

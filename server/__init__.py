@@ -1,0 +1,1 @@
+"""aoti-lens language server. Never imports torch: all minifier work runs in child processes."""
