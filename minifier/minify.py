@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import protocol as p
@@ -60,35 +60,53 @@ class PoolOracle:
         self.target: Signature | None = None
         self.results: dict[Candidate, Result] = {}
         self.verdicts: dict[Candidate, Verdict] = {}
+        self.retried: set[Candidate] = set()
         self.warned: set[str] = set()
 
     def first_failing(self, candidates: Sequence[Candidate]) -> Candidate | None:
-        cached = [c for c in candidates if self.verdicts.get(c) == "fails"]
-        if not cached:
-            self.test([c for c in candidates if c not in self.verdicts], stop_at_first=True)
-        failing = [c for c in candidates if self.verdicts.get(c) == "fails"]
-        return self.accept(min(failing, key=len)) if failing else None
+        def failing() -> list[Candidate]:
+            return [c for c in candidates if self.verdicts.get(c) == "fails"]
 
-    def test(self, candidates: Sequence[Candidate], stop_at_first: bool) -> None:
+        if not failing():
+            self.test([c for c in candidates if c not in self.verdicts], stop=lambda: bool(failing()))
+        found = failing()
+        return self.accept(min(found, key=len)) if found else None
+
+    def test(self, candidates: Sequence[Candidate], stop: Callable[[], bool]) -> None:
+        """Run candidates concurrently until `stop()` holds after some verdict; kill the rest."""
         if not candidates:
             return
         by_key = {key_of(c): c for c in candidates}
-        sent_before = self.pool.started
-        results = self.pool.evaluate([self.query(c) for c in candidates],
-                                     accept=lambda r: stop_at_first and self.verdict(r) == "fails")
-        self.progress.queries += self.pool.started - sent_before
-        for result in results:
-            candidate = by_key[result.query.key]
-            self.results[candidate] = result
-            verdict = self.verdicts[candidate] = self.verdict(result)
-            detail = _detail(result)
-            self.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=round(result.seconds, 2),
-                                              detail=detail, queries=self.progress.queries))
-            self.reporter.say(f"{self.progress.line()} | candidate of {len(candidate)} nodes: {verdict}"
-                              + (f" ({detail[:120]})" if detail and verdict != "fails" else ""))
-            if verdict == "export_error" and not self.session.options.skip_export_error:
-                raise ExportFailed(f"a candidate of {len(candidate)} nodes cannot be exported: {detail}")
+
+        def on_result(result: Result) -> bool:
+            self.record(by_key[result.query.key], result)
+            return stop()
+
+        self.pool.evaluate([self.query(c) for c in candidates], on_result)
+        self.progress.queries = self.pool.started
         log_pool_warnings(self.pool, self.reporter, self.warned)
+        retry = [c for c in candidates if self.crashed_unexpectedly(c) and c not in self.retried]
+        if retry and not stop():
+            self.retried.update(retry)
+            self.test(retry, stop)
+
+    def crashed_unexpectedly(self, candidate: Candidate) -> bool:
+        """A worker killed from outside (OOM killer, a user's kill) must not cost the search a
+        reduction: a crash is retried once unless crashing is the failure being minified."""
+        result = self.results.get(candidate)
+        return result is not None and result.kind == "crash" and (self.target is None or self.target.kind != "crash")
+
+    def record(self, candidate: Candidate, result: Result) -> None:
+        self.progress.queries = self.pool.started
+        self.results[candidate] = result
+        verdict = self.verdicts[candidate] = self.verdict(result)
+        detail = _detail(result)
+        self.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=round(result.seconds, 2),
+                                          detail=detail, queries=self.progress.queries))
+        self.reporter.say(f"{self.progress.line()} | candidate of {len(candidate)} nodes: {verdict}"
+                          + (f" ({detail[:120]})" if detail and verdict != "fails" else ""))
+        if verdict == "export_error" and not self.session.options.skip_export_error:
+            raise ExportFailed(f"a candidate of {len(candidate)} nodes cannot be exported: {detail}")
 
     def verdict(self, result: Result) -> Verdict:
         return classify(result, self.target, self.session.check_str)
@@ -156,27 +174,35 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
 
 
 def first_round(session: Session, oracle: PoolOracle, space: Space, graph: GraphInfo, reporter: Reporter) -> Candidate:
-    """The sanity check and the kernel-origin slices, tested concurrently."""
+    """The sanity check and the kernel-origin slices, tested concurrently.
+
+    The round ends as soon as the whole graph's failure is known and a smaller candidate fails the
+    same way; slices still queued then are never compiled."""
     full = frozenset(space.order)
     saved = _saved_failure(session)
     oracle.target = saved.signature if saved else None
     slices = _slices(session, graph, space, saved.kernel if saved else None)
-    round_one = ([] if session.options.skip_sanity else [full]) + slices
-    spare = session.options.workers - len(round_one)
-    if slices and 1 < len(slices[0]) <= spare:
-        round_one += [space.closure({n}) for n in slices[0]]
-    oracle.test(list(dict.fromkeys(round_one)), stop_at_first=False)
-    if not session.options.skip_sanity:
-        oracle.target = sanity(session, oracle, full)
-        oracle.reclassify()
-    target = oracle.target
-    reporter.emit(StartEvent(nodes=len(full), signature=target or Signature("Any", "any failure"),
+    sanity_needed = not session.options.skip_sanity
+
+    def settled() -> bool:
+        if sanity_needed:
+            if full not in oracle.results or (oracle.crashed_unexpectedly(full) and full not in oracle.retried):
+                return False
+            oracle.target = sanity(session, oracle, full)
+            oracle.reclassify()
+        return any(v == "fails" for c, v in oracle.verdicts.items() if c != full)
+
+    oracle.test([full, *slices] if sanity_needed else slices, stop=settled)
+    if sanity_needed and full not in oracle.results:
+        raise DoesNotFail("the whole graph got no verdict")
+    settled()
+    reporter.emit(StartEvent(nodes=len(full), signature=oracle.target or Signature("Any", "any failure"),
                              graph=graph.code, workers=session.options.workers))
-    reporter.say(f"target: {target.describe() if target else 'any failure'}")
+    reporter.say(f"target: {oracle.target.describe() if oracle.target else 'any failure'}")
     if not slices and full in oracle.results:
         _, analysis = result_signature(oracle.results[full])
         slices = _slices(session, graph, space, analysis.kernel if analysis else None)
-        oracle.test([s for s in slices if s not in oracle.verdicts], stop_at_first=True)
+        oracle.first_failing(slices)
     failing = [c for c, v in oracle.verdicts.items() if v == "fails"]
     return oracle.accept(min(failing, key=len)) if failing else full
 

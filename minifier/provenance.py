@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -45,57 +46,98 @@ def read_kernel_source(kernel: KernelRef) -> str | None:
         return None
 
 
+# Kernel names use the ATen ops Inductor saw after decomposing the exported graph's ops.
+_DECOMPOSED_FROM = {
+    "native_layer_norm": "layer_norm", "native_batch_norm": "batch_norm", "native_group_norm": "group_norm",
+    "_native_batch_norm_legit_no_training": "batch_norm", "native_dropout": "dropout", "addmm": "linear",
+    "mm": "linear", "t": "linear", "bmm": "matmul", "convolution": "conv2d", "_softmax": "softmax",
+    "_log_softmax": "log_softmax", "erf": "gelu",
+}
+MAX_ANCHORS = 4
+
+
 def resolve_kernel(kernel: KernelRef, graph: GraphInfo, source: str | None, extra_texts: Iterable[str] = ()) -> KernelRef:
-    """Fill in the kernel's name, ATen ops and source nodes from its file and the graph."""
+    """Fill in the kernel's name, ATen ops and source nodes from its file and the graph.
+
+    Source nodes are exact when generated code names them (Triton wrappers do); otherwise they are
+    the smallest connected group of graph nodes that uses every op of the kernel's name.
+    """
     name = kernel.name or _name_at_line(source, kernel.line)
-    vocabulary = {n.op for n in graph.nodes if n.kind == "compute"}
-    ops = kernel_ops(name, vocabulary) if name else list(kernel.aten_ops)
+    graph_ops = {n.op for n in graph.nodes if n.kind == "compute"}
+    ops = kernel_ops(name, graph_ops | set(_DECOMPOSED_FROM)) if name else list(kernel.aten_ops)
     nodes = list(kernel.source_nodes) or _named_source_nodes(name, [source or "", *extra_texts], graph)
-    if not nodes and ops:
-        slices = op_slices(ops, graph)
-        nodes = sorted(slices[0], key=_order(graph)) if len(slices) == 1 else []
+    if not nodes:
+        covers = [c for _, c in _anchored_covers(ops, graph)]
+        nodes = sorted(min(covers, key=len), key=_order(graph)) if covers else []
     return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes)
 
 
 def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[str]]:
-    """Candidate subgraphs that should contain the failing kernel's origin, smallest first."""
+    """Small subgraphs likely to hold the failing kernel's origin, smallest first: single nodes of
+    the kernel's rarest ops (the most specific evidence) first, then the kernel's whole group."""
     if kernel is None:
         return []
     compute = set(graph.compute_nodes())
-    slices = []
+    groups: list[frozenset[str]] = []
+    singles: list[str] = []
     exact = frozenset(kernel.source_nodes) & compute
     if exact:
-        slices.append(exact)
-    for s in op_slices(kernel.aten_ops, graph):
-        if s not in slices:
-            slices.append(s)
-    return sorted(slices, key=len)
+        groups.append(exact)
+        singles += exact
+    for anchor, cover in _anchored_covers(kernel.aten_ops, graph):
+        groups.append(cover)
+        singles.append(anchor)
+    rarity = Counter(n.op for n in graph.nodes if n.kind == "compute")
+    by_name, order = graph.by_name(), _order(graph)
+    singles = sorted(set(singles), key=lambda s: (rarity[by_name[s].op], order(s)))[:MAX_ANCHORS]
+    slices = [frozenset({s}) for s in singles] + sorted(groups, key=len)
+    return list(dict.fromkeys(s for s in slices if s))
 
 
-def op_slices(ops: list[str], graph: GraphInfo) -> list[frozenset[str]]:
-    """Connected groups of nodes of the kernel's ops that together use every op of the kernel."""
-    wanted = set(ops)
-    nodes = [n for n in graph.nodes if n.kind == "compute" and n.op in wanted]
-    if not nodes or not wanted:
+def _graph_ops(kernel_ops: list[str], graph: GraphInfo) -> set[str]:
+    present = {n.op for n in graph.nodes if n.kind == "compute"}
+    mapped = {op if op in present else _DECOMPOSED_FROM.get(op, op) for op in kernel_ops}
+    return mapped & present
+
+
+def _anchored_covers(kernel_ops: list[str], graph: GraphInfo) -> list[tuple[str, frozenset[str]]]:
+    """For each node of the kernel's rarest op (the most specific evidence), the nearest nodes of
+    the kernel's other ops through the subgraph of kernel-op nodes, with the paths joining them."""
+    wanted = _graph_ops(kernel_ops, graph)
+    nodes = {n.name: n for n in graph.nodes if n.kind == "compute" and n.op in wanted}
+    if not nodes:
         return []
-    by_name = {n.name: n for n in nodes}
-    parent = {n.name: n.name for n in nodes}
-
-    def find(x: str) -> str:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for n in nodes:
+    neighbours: dict[str, set[str]] = {name: set() for name in nodes}
+    for n in nodes.values():
         for a in n.args:
-            if a in by_name:
-                parent[find(a)] = find(n.name)
-    groups: dict[str, set[str]] = {}
-    for n in nodes:
-        groups.setdefault(find(n.name), set()).add(n.name)
-    covering = [frozenset(g) for g in groups.values() if {by_name[x].op for x in g} >= wanted]
-    return sorted(covering, key=len)
+            if a in nodes:
+                neighbours[n.name].add(a)
+                neighbours[a].add(n.name)
+    count = {op: sum(1 for n in nodes.values() if n.op == op) for op in wanted}
+    rarest = min(count.values())
+    anchors = [name for name, n in nodes.items() if count[n.op] == rarest][:MAX_ANCHORS]
+    return [(a, _cover(a, wanted, nodes, neighbours)) for a in anchors]
+
+
+def _cover(anchor: str, wanted: set[str], nodes, neighbours) -> frozenset[str]:
+    """Breadth-first from the anchor; each op's nearest node joins with the path that reached it."""
+    came_from = {anchor: anchor}
+    queue = deque([anchor])
+    cover = {anchor}
+    missing = wanted - {nodes[anchor].op}
+    while queue and missing:
+        current = queue.popleft()
+        if nodes[current].op in missing:
+            missing.discard(nodes[current].op)
+            step = current
+            while step not in cover:
+                cover.add(step)
+                step = came_from[step]
+        for nxt in sorted(neighbours[current]):
+            if nxt not in came_from:
+                came_from[nxt] = current
+                queue.append(nxt)
+    return frozenset(cover)
 
 
 def model_lines(nodes: Iterable[str], graph: GraphInfo):

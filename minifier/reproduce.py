@@ -23,7 +23,7 @@ def reproduce(session: Session, reporter: Reporter) -> Failure | None:
     try:
         graph = pool.call(p.DescribeRequest()).graph
         log_pool_warnings(pool, reporter, set())
-        [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True)], accept=lambda r: True)
+        [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True)], on_result=lambda r: True)
     finally:
         pool.close()
     if classify(result, None, session.check_str) != "fails":

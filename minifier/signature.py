@@ -174,27 +174,28 @@ def _kernel_named_in(text: str) -> KernelRef | None:
 def kernel_ops(kernel_name: str, known_ops: set[str] | None = None) -> list[str]:
     """The ATen op names Inductor folded into a descriptive kernel name.
 
-    `cpp_fused_add_native_layer_norm_relu_3` -> [add, native_layer_norm, relu] when the graph's op
-    names are known (op names contain underscores, so splitting needs the vocabulary); otherwise
-    each underscore-separated word is returned.
+    `cpp_fused_add_native_layer_norm_relu_3` -> [add, native_layer_norm, relu] when the op names are
+    known (they contain underscores, so splitting needs the vocabulary); words that belong to no known
+    op are dropped. Without a vocabulary each underscore-separated word is returned.
     """
-    body = re.sub(r"^(?:cpp|triton_\w+?)_fused_", "", kernel_name)
+    body = re.sub(r"^(?:cpp|triton_[a-z]+)_fused_", "", kernel_name)
     body = re.sub(r"_\d+$", "", body)
+    words = body.split("_")  # empty words keep the underscore of ops like `_softmax`
     if not known_ops:
-        return [w for w in body.split("_") if w]
-    return _segment(body, known_ops) or [w for w in body.split("_") if w]
+        return [w for w in words if w]
+    return _segment(words, known_ops)
 
 
-def _segment(body: str, vocab: set[str]) -> list[str] | None:
-    """Split `body` into a sequence of vocabulary words joined by '_' (longest words first)."""
-    words = body.split("_")
-    best: dict[int, list[str] | None] = {len(words): []}
+def _segment(words: list[str], vocab: set[str]) -> list[str]:
+    """Split words into vocabulary entries, skipping as few unknown words as possible."""
+    best: list[tuple[int, int, list[str]]] = [(0, 0, [])] * (len(words) + 1)
     for start in range(len(words) - 1, -1, -1):
-        best[start] = None
-        for end in range(len(words), start, -1):
+        skip_unknown, skip_parts, skip_ops = best[start + 1]
+        options = [(skip_unknown + bool(words[start]), skip_parts, skip_ops)]
+        for end in range(start + 1, len(words) + 1):
             word = "_".join(words[start:end])
-            tail = best[end]
-            if word in vocab and tail is not None:
-                best[start] = [word, *tail]
-                break
-    return best[0]
+            if word in vocab:
+                unknown, parts, ops = best[end]
+                options.append((unknown, parts + 1, [word, *ops]))
+        best[start] = min(options, key=lambda o: (o[0], o[1]))
+    return best[0][2]

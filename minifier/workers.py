@@ -176,8 +176,8 @@ class Pool:
                 self._replace(slot)
                 raise PoolError("internal", f"worker failed on {type(request).__name__}: {detail}")
 
-    def evaluate(self, queries: list[p.QueryRequest], accept: Callable[[Result], bool]) -> list[Result]:
-        """Run queries concurrently; stop at the first accepted result, killing the rest."""
+    def evaluate(self, queries: list[p.QueryRequest], on_result: Callable[[Result], bool]) -> list[Result]:
+        """Run queries concurrently; when `on_result` returns True, kill the rest and return."""
         pending = deque(queries)
         results: list[Result] = []
         while pending or any(s.current is not None for s in self.slots):
@@ -198,7 +198,7 @@ class Pool:
             for slot in list(self.slots):
                 new.extend(self._reap(slot))
             results.extend(new)
-            if any(accept(r) for r in new):
+            if any([on_result(r) for r in new]):  # a list: every result is recorded before deciding
                 for slot in self.slots:
                     if slot.current is not None:
                         slot.current = None

@@ -1,0 +1,75 @@
+import os
+import shutil
+
+import pytest
+
+from minifier.launcher import BadLauncher, find_launcher, parse_launcher, read_launcher
+
+DATA = os.path.join(os.path.dirname(__file__), "data", "seed_launcher.py")
+
+
+@pytest.fixture
+def launcher_dir(tmp_path):
+    """The real seed launcher in its usual layout, with an (empty) exported program beside it."""
+    minifier = tmp_path / "torch_compile_debug" / "run_1" / "minifier"
+    (minifier / "checkpoints").mkdir(parents=True)
+    (minifier / "checkpoints" / "exported_program.pt2").write_bytes(b"")
+    shutil.copyfile(DATA, minifier / "minifier_launcher.py")
+    return minifier
+
+
+def test_reads_pytorchs_launcher_without_running_it(launcher_dir):
+    spec = read_launcher(str(launcher_dir / "minifier_launcher.py"))
+    lines = open(DATA).read().splitlines()
+    assert "run_repro(" in lines[spec.run_repro_line]
+    assert spec.command == "minify" and spec.accuracy == "" and spec.check_str is None
+    assert spec.pt2 == str(launcher_dir / "checkpoints" / "exported_program.pt2")  # moved dump: found beside it
+    assert spec.config_patches == {"aot_inductor.package": True}
+    assert spec.env["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/torchinductor_root"
+    assert spec.env["TORCHDYNAMO_REPRO_AFTER"] is None
+    assert spec.torch_version == "2.13.0+cpu"
+    inject = [a for a in spec.config if a.attr == "cpp.inject_relu_bug_TESTING_ONLY"]
+    assert inject and inject[0].module == "torch._inductor.config" and inject[0].value == "compile_error"
+    assert spec.run_dir == str(launcher_dir.parent)
+
+
+def test_accepts_run_and_minifier_folders(launcher_dir):
+    expected = str(launcher_dir / "minifier_launcher.py")
+    assert find_launcher(str(launcher_dir)) == expected
+    assert find_launcher(str(launcher_dir.parent)) == expected
+
+
+def test_missing_program_is_a_clear_error(launcher_dir):
+    os.remove(launcher_dir / "checkpoints" / "exported_program.pt2")
+    with pytest.raises(BadLauncher, match="exported program is missing"):
+        read_launcher(str(launcher_dir / "minifier_launcher.py"))
+    spec = read_launcher(str(launcher_dir / "minifier_launcher.py"), require_pt2=False)
+    assert spec.pt2.endswith("exported_program.pt2")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("import torch\nprint('hello')\n", "not a PyTorch AOTI minifier launcher"),
+    ("def broken(:\n", "not valid Python"),
+    ("from torch._dynamo.repro.after_aot import run_repro\nrun_repro(mod, load_args)\n", "not for AOTInductor"),
+    ("from torch._dynamo.repro.aoti import run_repro\nrun_repro(ep, command='minify')\n", "no `exported_program"),
+    ("from torch._dynamo.repro.aoti import run_repro\nexported_program = torch.export.load('x.pt2')\n"
+     "run_repro(exported_program, command='explode')\n", "neither 'minify' nor 'run'"),
+])
+def test_foreign_or_broken_files_are_rejected(tmp_path, text, message):
+    with pytest.raises(BadLauncher, match=message):
+        parse_launcher(text, str(tmp_path / "minifier_launcher.py"), require_pt2=False)
+
+
+def test_level_one_repro_and_accuracy_launchers(tmp_path):
+    text = open(DATA).read().replace("accuracy=False, command='minify'", "accuracy=True, command='run'")
+    spec = parse_launcher(text, str(tmp_path / "repro.py"), require_pt2=False)
+    assert spec.command == "run" and spec.accuracy == "accuracy" and spec.run_dir is None
+
+
+def test_non_literal_config_values_are_skipped_not_executed(tmp_path):
+    text = open(DATA).read().replace("torch._dynamo.config.allow_rnn = False",
+                                     "torch._dynamo.config.allow_rnn = __import__('os').system('touch pwned')")
+    spec = parse_launcher(text, str(tmp_path / "minifier_launcher.py"), require_pt2=False)
+    assert any("allow_rnn" in s for s in spec.skipped)
+    assert not any(a.attr == "allow_rnn" for a in spec.config)
+    assert not os.path.exists("pwned")

@@ -1,0 +1,199 @@
+"""The minifier on real AOTI failures: PyTorch dumps them, g++ compiles every candidate."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import ROOT, aoti_minify
+from minifier.events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, parse_event
+from minifier.signature import analyze_error
+
+pytestmark = pytest.mark.compile
+
+
+def events_of(proc: subprocess.CompletedProcess | str) -> list:
+    text = proc if isinstance(proc, str) else proc.stdout
+    return [parse_event(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def repro_signature(repro: str):
+    """Run repro.py with plain torch in a fresh process; the signature of what it raises."""
+    proc = subprocess.run([sys.executable, repro], capture_output=True, text=True, cwd=os.path.dirname(repro),
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=600)
+    assert proc.returncode != 0, "repro.py ran without error"
+    imports = re.findall(r"^\s*(?:import|from) (\S+)", open(repro).read(), re.M)
+    assert all(name.split(".")[0] in ("os", "torch") for name in imports), imports
+    last = re.findall(r"^([\w.]+(?:Error|Exception)): ", proc.stderr, re.M)
+    exc_type = last[-1] if last else "Error"
+    return analyze_error(exc_type.rsplit(".", 1)[-1], proc.stderr[proc.stderr.rfind(exc_type):]).signature
+
+
+def workers_in(folder: str) -> list[int]:
+    """Worker processes running in a dump's folder (their cwd is its scratch folder)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(folder) and b"minifier.worker" in open(
+                    f"/proc/{pid}/cmdline", "rb").read():
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def minify(launcher: str, *extra: str) -> tuple[subprocess.CompletedProcess, DoneEvent]:
+    proc = aoti_minify("minify", launcher, "--events", "--workers", "2", *extra)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    done = events_of(proc)[-1]
+    assert isinstance(done, DoneEvent)
+    return proc, done
+
+
+def final_graph(done: DoneEvent) -> str:
+    with open(done.repro) as f:
+        return f.read()
+
+
+@pytest.mark.parametrize("bug, kind", [("compile_error", "compile_error"), ("runtime_error", "runtime_error"),
+                                       ("accuracy", "accuracy")])
+def test_seed_injections_shrink_to_the_single_relu(dumps, tmp_path, bug, kind):
+    launcher = dumps.get(str(tmp_path), bug=bug)
+    run = aoti_minify("run", launcher, "--events")
+    assert run.returncode == 0, run.stderr[-4000:]
+    failure = events_of(run)[-1].failure
+    assert failure.signature.kind == kind
+    assert json.load(open(os.path.join(os.path.dirname(launcher), "failure.json")))["signature"]["kind"] == kind
+
+    proc, done = minify(launcher)
+    assert done.start_nodes == 3 and done.nodes == 1
+    assert done.signature.matches(failure.signature)
+    assert "torch.ops.aten.relu.default" in final_graph(done)
+    checkpoints = [e for e in events_of(proc) if isinstance(e, CheckpointEvent)]
+    assert [e.nodes for e in checkpoints] == sorted((e.nodes for e in checkpoints), reverse=True)
+    for event in checkpoints:  # each checkpoint has its own program
+        assert os.path.exists(event.path[:-3] + ".pt2")
+    assert repro_signature(done.repro).matches(failure.signature)
+
+
+def test_compile_error_names_kernel_line_and_model_line(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), reproduced=True)
+    failure = json.load(open(os.path.join(os.path.dirname(launcher), "failure.json")))
+    kernel = failure["kernel"]
+    assert kernel["name"] == "cpp_fused_relu_sigmoid_0" and kernel["file"].endswith(".kernel.cpp")
+    assert "compile error!" in failure["kernel_source"].splitlines()[kernel["line"] - 1]
+    assert kernel["source_nodes"] == ["relu", "sigmoid"]
+    assert {line["node"] for line in failure["model_lines"]} == {"relu", "sigmoid"}
+    assert all(line["file"].endswith("examples/models.py") for line in failure["model_lines"])
+
+
+def test_multi_block_model_reaches_one_node_and_keeps_the_signature(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), model="residual", blocks=2, reproduced=True)
+    _, done = minify(launcher)
+    assert done.start_nodes > 10 and done.nodes == 1
+    assert "relu" in final_graph(done).split("def forward")[1]
+
+
+def test_general_search_without_slicing_reaches_one_node(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), model="residual", blocks=2, reproduced=True)
+    _, done = minify(launcher, "--no-slice")
+    assert done.nodes == 1
+    assert done.queries <= 2 * done.start_nodes.bit_length() + 2  # ddmin with one culprit: ~2 log2(n)
+
+
+def test_killed_worker_does_not_stop_the_run(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), reproduced=True)
+    proc = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    killed = False
+    for line in proc.stderr:
+        if "minifying" in line and not killed:
+            time.sleep(3)  # the worker is now compiling the first candidate
+            workers = workers_in(os.path.dirname(launcher))
+            assert workers, "no worker process found"
+            os.killpg(workers[0], signal.SIGKILL)
+            killed = True
+    out = proc.stdout.read()
+    assert proc.wait(timeout=600) == 0, out[-3000:]
+    events = events_of(out)
+    assert any(isinstance(e, CandidateEvent) and e.verdict == "crash" for e in events)
+    assert isinstance(events[-1], DoneEvent) and events[-1].nodes == 1
+
+
+def test_cancel_keeps_the_best_checkpoint_as_repro(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), model="residual", blocks=2, reproduced=True)
+    proc = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2",
+                             "--no-slice"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    checkpoint = None
+    for line in proc.stdout:
+        event = parse_event(line)
+        if isinstance(event, CheckpointEvent):
+            checkpoint = event
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stdout.read()
+    assert proc.wait(timeout=120) == 130
+    assert checkpoint is not None
+    cancelled = events_of(rest)[-1]
+    assert isinstance(cancelled, CancelledEvent) and cancelled.checkpoint == checkpoint.path
+    repro = os.path.join(os.path.dirname(launcher), "repro.py")
+    assert open(repro).read().count("torch.ops.aten.") == open(checkpoint.path).read().count("torch.ops.aten.")
+    assert workers_in(os.path.dirname(launcher)) == []
+    failure = json.load(open(os.path.join(os.path.dirname(launcher), "failure.json")))
+    assert repro_signature(repro).message == failure["signature"]["message"]
+
+
+def test_a_graph_that_does_not_fail_says_so(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path))
+    text = open(launcher).read().replace("inject_relu_bug_TESTING_ONLY = 'compile_error'",
+                                         "inject_relu_bug_TESTING_ONLY = None")
+    open(launcher, "w").write(text)
+    for command in ("run", "minify"):
+        proc = aoti_minify(command, launcher, "--events")
+        assert proc.returncode == 1, proc.stderr[-2000:]
+        error = events_of(proc)[-1]
+        assert isinstance(error, ErrorEvent) and "does not fail" in error.message
+
+
+def test_bad_inputs_get_clear_messages_and_exit_codes(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path))
+    pt2 = os.path.join(os.path.dirname(launcher), "checkpoints", "exported_program.pt2")
+    foreign = tmp_path / "foreign.py"
+    foreign.write_text("from torch._dynamo.repro.after_aot import run_repro\nrun_repro(mod, args)\n")
+    cases = [
+        (["run", str(foreign)], 3, "not for AOTInductor"),
+        (["run", str(tmp_path / "nothing.py")], 3, "no such file"),
+        (["minify", launcher, "--output-dir", "/proc/aoti-lens-nowhere"], 3, "cannot create"),
+    ]
+    for args, code, message in cases:
+        proc = aoti_minify(*args, "--events")
+        assert proc.returncode == code, (args, proc.stderr[-2000:])
+        assert message in events_of(proc)[-1].message
+    no_compiler = aoti_minify("run", launcher, env={**os.environ, "CXX": "/nonexistent/g++"})
+    assert no_compiler.returncode == 4 and "no C++ compiler" in no_compiler.stderr
+    with open(pt2, "r+b") as f:
+        f.truncate(100)
+    corrupt = aoti_minify("run", launcher)
+    assert corrupt.returncode == 3 and "cannot load" in corrupt.stderr
+    os.remove(pt2)
+    missing = aoti_minify("run", launcher)
+    assert missing.returncode == 3 and "exported program is missing" in missing.stderr
+
+
+def test_launcher_from_another_torch_version_runs_with_warnings(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path))
+    text = open(launcher).read()
+    text = re.sub(r"# torch version: \S+", "# torch version: 2.11.0+cu130", text)
+    text = text.replace("import torch._functorch.config\n",
+                        "import torch._functorch.config\ntorch._inductor.config.option_from_the_future = 3\n")
+    open(launcher, "w").write(text)
+    proc = aoti_minify("run", launcher)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "torch 2.11.0+cu130" in proc.stderr and "option_from_the_future" in proc.stderr

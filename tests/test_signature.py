@@ -1,0 +1,66 @@
+from minifier.signature import Signature, analyze_error, kernel_ops, normalize
+
+CPP = """CppCompileError: C++ compile error
+
+Command:
+g++ /tmp/torchinductor_root/cd/ckt.kernel.cpp -O3 -c -o /tmp/x.o
+
+Output:
+/tmp/torchinductor_root/cd/ckt.kernel.cpp: In function ‘void cpp_fused_relu_sigmoid_0(float*)’:
+/tmp/torchinductor_root/cd/ckt.kernel.cpp:15:33: error: ‘compile’ was not declared in this scope
+   15 |                     auto tmp1 = compile error!;
+"""
+
+TRITON = """RuntimeError: Failed to run autotuning code block: Failed to import /tmp/torchinductor_root/ab/cab3kq2xyz7.py
+SyntaxError: invalid syntax (cab3kq2xyz7.py, line 29)"""
+
+
+def test_cpp_compile_error_points_at_kernel_line():
+    found = analyze_error("InductorError", CPP)
+    assert found.signature == Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
+    assert found.kernel.file == "/tmp/torchinductor_root/cd/ckt.kernel.cpp"
+    assert (found.kernel.line, found.kernel.column) == (15, 33)
+    assert found.kernel.name == "cpp_fused_relu_sigmoid_0"
+    assert found.kernel.aten_ops == ["relu", "sigmoid"]
+
+
+def test_triton_import_failure_keeps_file_and_line_but_masks_them_in_signature():
+    found = analyze_error("InductorError", TRITON)
+    assert found.signature.exc_type == "SyntaxError"
+    assert found.signature.message == "invalid syntax (cab3kq2xyz7.py, line <n>)"
+    assert found.kernel.file == "/tmp/torchinductor_root/ab/cab3kq2xyz7.py"
+    assert found.kernel.line == 29
+
+
+def test_same_bug_in_other_kernel_file_has_same_signature():
+    other = CPP.replace("ckt.kernel.cpp:15:33", "zzz.kernel.cpp:16:9").replace("/cd/", "/q7/")
+    assert analyze_error("InductorError", CPP).signature.matches(analyze_error("InductorError", other).signature)
+
+
+def test_different_errors_do_not_match():
+    a = analyze_error("RuntimeError", "RuntimeError: Unknown exception")
+    b = analyze_error("RuntimeError", "RuntimeError: shape '[8, 16]' is invalid for input of size 12")
+    assert not a.signature.matches(b.signature)
+    assert b.signature.message == "shape '[<n>, <n>]' is invalid for input of size <n>"
+
+
+def test_inductor_wrapper_is_peeled_and_cuda_errors_recognized():
+    found = analyze_error("InductorError", "LoweringException: AssertionError: bad\n  target: aten.relu")
+    assert found.signature.exc_type == "AssertionError"
+    cuda = analyze_error("AcceleratorError", "CUDA error: device-side assert triggered\nSearch for `cudaErrorAssert`")
+    assert cuda.signature == Signature("CUDAError", "CUDA error: device-side assert triggered", "runtime_error")
+    accuracy = analyze_error("AccuracyError", "Bad accuracy detected")
+    assert accuracy.signature.kind == "accuracy"
+
+
+def test_normalize_masks_paths_hashes_addresses_numbers():
+    text = "at 0x7ffd1234 in /tmp/a/b.py: buffer cgcubinowigfs7cjuvnq4gvolq size 128 ‘x’"
+    assert normalize(text) == "at <addr> in <path>: buffer <hash> size <n> 'x'"
+
+
+def test_kernel_ops_segments_with_vocabulary_and_skips_unknown_words():
+    assert kernel_ops("cpp_fused_add_native_layer_norm_relu_4", {"add", "native_layer_norm", "relu"}) == [
+        "add", "native_layer_norm", "relu"]
+    assert kernel_ops("triton_poi_fused_relu_sigmoid_0", {"relu", "sigmoid"}) == ["relu", "sigmoid"]
+    assert kernel_ops("triton_per_fused__softmax_mystery_3", {"_softmax"}) == ["_softmax"]
+    assert kernel_ops("cpp_fused_relu_0") == ["relu"]
