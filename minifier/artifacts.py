@@ -86,10 +86,11 @@ def write_failure(layout: Layout, failure: Failure) -> str:
 
 
 def write_checkpoint(layout: Layout, spec: LauncherSpec, accuracy: str, nodes: int, pt2: str,
-                     graph_code: str, header: list[str]) -> str:
+                     graph_code: str, header: list[str], imports: list[str]) -> str:
     path = layout.checkpoint_py(nodes)
     shutil.copyfile(pt2, os.path.splitext(path)[0] + ".pt2")
-    _write_text(path, render_repro(spec, os.path.basename(path)[:-3] + ".pt2", accuracy, graph_code, header))
+    pt2_name = os.path.basename(path)[:-3] + ".pt2"
+    _write_text(path, render_repro(spec, pt2_name, accuracy, graph_code, header, imports))
     return path
 
 
@@ -110,7 +111,8 @@ def copy_repro(layout: Layout, destination: str) -> str:
     return os.path.join(destination, "repro.py")
 
 
-def render_repro(spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: str, header: list[str]) -> str:
+def render_repro(spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: str, header: list[str],
+                 imports: list[str]) -> str:
     lines = [f"# {h}" for h in header]
     lines += ["#", "# Run: python <this file>        (add `minify` to hand it to PyTorch's own minifier)", ""]
     lines += [f"# {ln}" if ln else "#" for ln in graph_code.splitlines()]
@@ -119,6 +121,7 @@ def render_repro(spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: s
         lines.append(f"os.environ.pop({key!r}, None)" if value is None else f"os.environ[{key!r}] = {value!r}")
     lines += ["", "import torch", "import torch._inductor.inductor_prims"]
     lines += [f"import {m}" for m in sorted({a.module for a in spec.config})]
+    lines += [f"import {m}  # registers the custom ops the program uses" for m in imports]
     lines.append("")
     lines += [f"{a.module}.{a.attr} = {a.value!r}" for a in spec.config]
     lines += [

@@ -22,7 +22,7 @@ import sys
 from .artifacts import OutputError
 from .events import ErrorEvent
 from .launcher import BadLauncher
-from .session import Options, Reporter, Session, default_workers
+from .session import Options, Reporter, Session, default_devices, default_workers
 from .workers import PoolError
 
 
@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--devices", default="", help="GPU ids for the workers, e.g. 0,1 (CUDA_VISIBLE_DEVICES per worker)")
         sub.add_argument("--check-str", default=None, help="regex the error must match (default: same signature)")
         sub.add_argument("--output-dir", default=None, help="write outputs here instead of the launcher's folder")
+        sub.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                         help="import MODULE in every worker first (libraries that register custom ops)")
         accuracy = sub.add_mutually_exclusive_group()
         accuracy.add_argument("--accuracy", dest="accuracy", action="store_const", const="accuracy", default=None,
                               help="fail on fp64-checked accuracy divergence (AccuracyError)")
@@ -87,6 +89,15 @@ def build_parser() -> argparse.ArgumentParser:
     minify.add_argument("--copy-to", default=None, metavar="DIR", help="also copy repro.py and repro.pt2 to DIR")
     minify.add_argument("--no-slice", dest="slicing", action="store_false", help="skip kernel-origin slicing")
 
+    capture = commands.add_parser("capture", help="run a program so that AOTI failures that kill it are still dumped",
+                                  description="aoti-minify capture [--dir DIR] -- python train.py ...")
+    capture.add_argument("--dir", default=".", help="folder that receives torch_compile_debug/ (default: .)")
+    capture.add_argument("--accuracy", action="store_true", help="also dump on accuracy failures (repro level 4)")
+    capture.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
+    capture.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                         help="import MODULE in the workers that reproduce what was captured")
+    capture.add_argument("program", nargs=argparse.REMAINDER, help="-- the command to run")
+
     demo = commands.add_parser("demo", help="dump the bundled failing model, then reproduce and minify it")
     demo.add_argument("--dir", default="aoti-lens-demo", help="folder for the dump (default ./aoti-lens-demo)")
     demo.add_argument("--device", default=None, choices=("cpu", "cuda"), help="default: cuda when available")
@@ -101,8 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     if args.command == "demo":
         return demo(args)
+    if args.command == "capture":
+        return capture(args)
     options = Options(**{k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__})
-    options.devices = [d for d in args.devices.split(",") if d]
+    options.devices = [d for d in args.devices.split(",") if d] or default_devices()
     return execute(args.command, options)
 
 
@@ -150,6 +163,25 @@ def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
+
+
+def capture(args: argparse.Namespace) -> int:
+    from .capture import capture as run_captured
+    program = args.program[1:] if args.program[:1] == ["--"] else args.program
+    reporter = Reporter(args.events)
+    if not program:
+        return _fail(reporter, ExitCode.USAGE, "nothing to run: aoti-minify capture -- python train.py")
+    try:
+        captured = run_captured(program, args.dir, args.accuracy)
+    except ValueError as e:
+        return _fail(reporter, ExitCode.BAD_INPUT, str(e))
+    reporter.say(f"the program {captured.exit_status}; PyTorch dumped {len(captured.launchers)} launcher(s)")
+    if not captured.launchers:
+        return _fail(reporter, ExitCode.DID_NOT_FAIL, "no AOTI compile was dumped: did the program call "
+                     "torch._inductor.aoti_compile_and_package?")
+    codes = [execute("run", Options(launcher=path, events=args.events, imports=args.imports))
+             for path in captured.launchers]
+    return ExitCode.OK if ExitCode.OK in codes else min(codes)
 
 
 def demo(args: argparse.Namespace) -> int:

@@ -134,7 +134,7 @@ class PoolOracle:
         header = [f"aoti-lens checkpoint: {len(candidate)} of {self.progress.start_nodes} graph nodes",
                   f"reproduces: {self.target.describe() if self.target else 'the original failure'}"]
         path = write_checkpoint(self.session.layout, self.session.spec, self.session.accuracy, len(candidate),
-                                outcome.pt2, outcome.code, header)
+                                outcome.pt2, outcome.code, header, self.session.options.imports)
         self.progress.checkpoint = path
         self.reporter.emit(CheckpointEvent(nodes=len(candidate), path=path, graph=outcome.code,
                                            queries=self.progress.queries, seconds=self.progress.seconds))

@@ -15,6 +15,9 @@ from .events import SourceLine
 from .launcher import LauncherSpec
 from .signature import ErrorAnalysis
 
+# Written to the worker's log before each step, so a crash can be attributed to compile, load or run.
+PHASE_MARK = "[aoti-lens phase] "
+
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -52,6 +55,7 @@ class InitRequest:
     work_dir: str
     export_mode: Literal["python", "dynamo"] = "python"
     accuracy: str = ""
+    imports: list[str] = field(default_factory=list)
     type: Literal["init"] = "init"
 
 
@@ -102,6 +106,7 @@ class ValuesStored:
     path: str
     stored: list[str]
     error: str | None = None
+    poisoned: bool = False
     type: Literal["values_stored"] = "values_stored"
 
 

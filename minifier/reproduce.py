@@ -45,7 +45,7 @@ def describe_failure(session: Session, graph: GraphInfo, result: Result, seconds
     return Failure(
         launcher=session.spec.path,
         signature=signature,
-        headline=analysis.headline if analysis else result.detail.splitlines()[0],
+        headline=analysis.headline if analysis else result.detail.split("; last log lines")[0],
         details=details,
         kernel=kernel,
         kernel_source=kernel_source,

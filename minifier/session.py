@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 
@@ -36,6 +38,7 @@ class Options:
     offload_to_disk: bool = False
     copy_to: str | None = None
     slicing: bool = True
+    imports: list[str] = field(default_factory=list)
 
 
 class Reporter:
@@ -85,9 +88,10 @@ class Session:
 
     def pool(self, size: int) -> Pool:
         init = p.InitRequest(launcher=self.spec, work_dir=self.layout.work,
-                             export_mode=self.options.export_mode, accuracy=self.accuracy)
+                             export_mode=self.options.export_mode, accuracy=self.accuracy,
+                             imports=self.options.imports)
         return Pool(PoolConfig(init=init, log_dir=self.layout.work, size=size, devices=self.options.devices,
-                               timeout=self.options.timeout, env=self.spec.env))
+                               timeout=self.options.timeout))
 
     def saved_failure_signature(self) -> Signature | None:
         try:
@@ -140,5 +144,20 @@ def log_pool_warnings(pool: Pool, reporter: Reporter, seen: set[str]) -> None:
 
 
 def default_workers() -> int:
-    cores = os.cpu_count() or 1
-    return max(1, min(8, cores))
+    """Compiling is CPU-bound, so several workers share a GPU: one per core, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1), len(default_devices()))
+
+
+def default_devices() -> list[str]:
+    """GPUs the workers are spread over (round robin), found without importing torch."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        listed = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in listed.stdout.splitlines() if line.strip().isdigit()]

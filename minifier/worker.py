@@ -43,6 +43,11 @@ class Worker:
         if compiler:
             return p.WorkerFailed(code="environment", message=compiler)
         import torch
+        for module in request.imports:
+            try:
+                importlib.import_module(module)
+            except Exception as e:
+                return p.WorkerFailed(code="bad_input", message=f"--import {module} failed: {type(e).__name__}: {e}")
         warnings = _apply_config(request.launcher)
         if request.launcher.torch_version and request.launcher.torch_version != torch.__version__:
             warnings.append(f"the launcher was written by torch {request.launcher.torch_version}; "
@@ -66,7 +71,7 @@ class Worker:
         values, error = concrete_values(self.flat)
         torch.save(values, path + ".tmp")
         os.replace(path + ".tmp", path)
-        return p.ValuesStored(path=path, stored=sorted(values), error=error)
+        return p.ValuesStored(path=path, stored=sorted(values), error=error, poisoned=_poisons_cuda(error or ""))
 
     def query(self, request: p.QueryRequest) -> p.Reply:
         import torch
@@ -90,7 +95,7 @@ class Worker:
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
             error = analyze_error(type(e).__name__, str(e) or repr(e))
             saved = self._save(ep, request.save_pt2)
-            poisoned = "CUDA error" in text or type(e).__name__ == "AcceleratorError"
+            poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
             return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start, error=error,
                              text=_clip(text), code=code, pt2=saved, poisoned=poisoned)
         finally:
@@ -116,8 +121,11 @@ class Worker:
         import torch
         patches = dict(self.init.launcher.config_patches)
         with torch.no_grad():
+            _phase("compile", package)
             path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
+            _phase("load", path)
             compiled = torch._inductor.aoti_load_package(path)
+            _phase("run", path)
             if self.init.accuracy:
                 _check_accuracy(eager, compiled, args, self.init.accuracy)
             else:
@@ -136,6 +144,16 @@ class Worker:
         except Exception:  # a candidate we cannot save is still a valid verdict
             _remove(path + ".tmp")
             return None
+
+
+def _phase(name: str, detail: str) -> None:
+    """Marks in the worker log: after a crash, the driver tells which step took the process down."""
+    print(f"{p.PHASE_MARK}{name} {detail}", flush=True)
+
+
+def _poisons_cuda(text: str) -> bool:
+    """After a CUDA error the process's context is unusable: the worker must not serve again."""
+    return "CUDA error" in text
 
 
 def _check_accuracy(eager, compiled, args, mode: str) -> None:
@@ -196,7 +214,7 @@ def main() -> None:
         except Exception as e:
             reply = p.WorkerFailed(code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         replies.write(p.encode(reply))
-        if isinstance(reply, p.WorkerFailed) or (isinstance(reply, p.Outcome) and reply.poisoned):
+        if isinstance(reply, p.WorkerFailed) or getattr(reply, "poisoned", False):
             sys.stdout.flush()
             os._exit(0)
 

@@ -40,7 +40,6 @@ class PoolConfig:
     devices: list[str] = field(default_factory=list)
     timeout: float = 600.0
     start_timeout: float = 600.0
-    env: dict[str, str | None] = field(default_factory=dict)
     python: str = sys.executable
 
 
@@ -118,11 +117,9 @@ class _Slot:
 
     def death(self) -> str:
         code = self.proc.wait()
-        if code < 0:
-            how = f"killed by {signal.Signals(-code).name}"
-        else:
-            how = f"exited with status {code}"
-        return f"worker {how}; last log lines:\n{_tail(self.log_path)}"
+        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
+        tail = _tail(self.log_path)
+        return f"worker {how}{_crash_hint(tail)}; last log lines:\n{tail}"
 
     def signal_name(self) -> str:
         code = self.proc.wait()
@@ -170,6 +167,8 @@ class Pool:
             for s, reply in self._poll():
                 if s is slot:
                     slot.state = "idle"
+                    if getattr(reply, "poisoned", False):
+                        self._replace(slot)
                     return reply
             if slot.state == "dead" or time.monotonic() > slot.deadline:
                 detail = slot.death() if slot.state == "dead" else "no answer in time"
@@ -273,7 +272,7 @@ class Pool:
 
 def _worker_env(config: PoolConfig, index: int) -> dict[str, str]:
     env = dict(os.environ)
-    for key, value in config.env.items():
+    for key, value in config.init.launcher.env.items():  # the launcher's own environment lines
         if value is None:
             env.pop(key, None)
         else:
@@ -284,6 +283,17 @@ def _worker_env(config: PoolConfig, index: int) -> dict[str, str]:
     if config.devices:
         env["CUDA_VISIBLE_DEVICES"] = config.devices[index % len(config.devices)]
     return env
+
+
+def _crash_hint(log_tail: str) -> str:
+    phases = [ln[len(p.PHASE_MARK):].split(" ", 1)[0] for ln in log_tail.splitlines() if ln.startswith(p.PHASE_MARK)]
+    if phases and phases[-1] == "load":
+        compiler = os.environ.get("CXX", "g++")
+        return (f" while loading the compiled AOTI package: packages built by {compiler} that link a libstdc++ "
+                "other than this Python's crash like this (try CXX=/usr/bin/g++ CC=/usr/bin/gcc)")
+    if phases and phases[-1] == "compile":
+        return " while compiling"
+    return ""
 
 
 def _tail(path: str, limit: int = 2000) -> str:

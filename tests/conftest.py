@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import shutil
+import re
 import subprocess
 import sys
 
 import pytest
+
+from minifier.events import DoneEvent, parse_event
+from minifier.examples.dump import copy_dump
+from minifier.signature import Signature, analyze_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -44,6 +48,44 @@ def aoti_minify(*args: str, timeout: float = 900, **kwargs) -> subprocess.Comple
                           cwd=kwargs.pop("cwd", ROOT), timeout=timeout, **kwargs)
 
 
+def events_of(proc: subprocess.CompletedProcess | str) -> list:
+    text = proc if isinstance(proc, str) else proc.stdout
+    return [parse_event(line) for line in text.splitlines() if line.startswith("{")]
+
+
+def repro_signature(repro: str) -> Signature:
+    """Run repro.py with plain torch in a fresh process; the signature of what it raises."""
+    proc = subprocess.run([sys.executable, repro], capture_output=True, text=True, cwd=os.path.dirname(repro),
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=600)
+    assert proc.returncode != 0, "repro.py ran without error"
+    imports = re.findall(r"^\s*(?:import|from) (\S+)", open(repro).read(), re.M)
+    assert all(name.split(".")[0] in ("os", "torch") for name in imports), imports
+    last = re.findall(r"^([\w.]+(?:Error|Exception)): ", proc.stderr, re.M)
+    exc_type = last[-1] if last else "Error"
+    return analyze_error(exc_type.rsplit(".", 1)[-1], proc.stderr[proc.stderr.rfind(exc_type):]).signature
+
+
+def workers_in(folder: str) -> list[int]:
+    """Worker processes running in a dump's folder (their cwd is its scratch folder)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/cwd").startswith(folder) and b"minifier.worker" in open(
+                    f"/proc/{pid}/cmdline", "rb").read():
+                found.append(int(pid))
+        except OSError:
+            continue
+    return found
+
+
+def minify(launcher: str, *extra: str) -> tuple[subprocess.CompletedProcess, DoneEvent]:
+    proc = aoti_minify("minify", launcher, "--events", "--workers", "2", *extra)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    done = events_of(proc)[-1]
+    assert isinstance(done, DoneEvent)
+    return proc, done
+
+
 class DumpFactory:
     """Makes each kind of dump once per session and hands out copies."""
 
@@ -52,32 +94,18 @@ class DumpFactory:
         self.pristine: dict[tuple, str] = {}
 
     def get(self, dest: str, model: str = "seed", bug: str = "compile_error", blocks: int = 6,
-            reproduced: bool = False) -> str:
-        key = (model, bug, blocks, reproduced)
+            reproduced: bool = False, device: str = "cpu") -> str:
+        key = (model, bug, blocks, reproduced, device)
         if key not in self.pristine:
             out = os.path.join(self.base, "-".join(map(str, key)))
             if reproduced:
-                launcher = self.get(out, model, bug, blocks)
+                launcher = self.get(out, model, bug, blocks, device=device)
                 proc = aoti_minify("run", launcher)
                 assert proc.returncode == 0, proc.stderr[-4000:]
             else:
-                launcher = make_dump(out, model, bug, blocks=blocks)
+                launcher = make_dump(out, model, bug, device, blocks)
             self.pristine[key] = launcher
         return copy_dump(self.pristine[key], dest)
-
-
-def copy_dump(launcher: str, dest: str) -> str:
-    """Copy the whole torch_compile_debug tree under `dest`; the launcher's .pt2 path is absolute, so
-    the copy's launcher is rewritten to point at its own checkpoints/exported_program.pt2."""
-    run_dir = os.path.dirname(os.path.dirname(launcher))
-    target = os.path.join(dest, "torch_compile_debug", os.path.basename(run_dir))
-    shutil.copytree(run_dir, target, dirs_exist_ok=True)
-    copied = os.path.join(target, "minifier", "minifier_launcher.py")
-    with open(copied, encoding="utf-8") as f:
-        text = f.read()
-    with open(copied, "w", encoding="utf-8") as f:
-        f.write(text.replace(os.path.dirname(os.path.dirname(launcher)), target))
-    return copied
 
 
 @pytest.fixture(scope="session")

@@ -12,49 +12,10 @@ import time
 
 import pytest
 
-from conftest import ROOT, aoti_minify
+from conftest import ROOT, aoti_minify, events_of, minify, repro_signature, workers_in
 from minifier.events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, parse_event
-from minifier.signature import analyze_error
 
 pytestmark = pytest.mark.compile
-
-
-def events_of(proc: subprocess.CompletedProcess | str) -> list:
-    text = proc if isinstance(proc, str) else proc.stdout
-    return [parse_event(line) for line in text.splitlines() if line.startswith("{")]
-
-
-def repro_signature(repro: str):
-    """Run repro.py with plain torch in a fresh process; the signature of what it raises."""
-    proc = subprocess.run([sys.executable, repro], capture_output=True, text=True, cwd=os.path.dirname(repro),
-                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, timeout=600)
-    assert proc.returncode != 0, "repro.py ran without error"
-    imports = re.findall(r"^\s*(?:import|from) (\S+)", open(repro).read(), re.M)
-    assert all(name.split(".")[0] in ("os", "torch") for name in imports), imports
-    last = re.findall(r"^([\w.]+(?:Error|Exception)): ", proc.stderr, re.M)
-    exc_type = last[-1] if last else "Error"
-    return analyze_error(exc_type.rsplit(".", 1)[-1], proc.stderr[proc.stderr.rfind(exc_type):]).signature
-
-
-def workers_in(folder: str) -> list[int]:
-    """Worker processes running in a dump's folder (their cwd is its scratch folder)."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if os.readlink(f"/proc/{pid}/cwd").startswith(folder) and b"minifier.worker" in open(
-                    f"/proc/{pid}/cmdline", "rb").read():
-                found.append(int(pid))
-        except OSError:
-            continue
-    return found
-
-
-def minify(launcher: str, *extra: str) -> tuple[subprocess.CompletedProcess, DoneEvent]:
-    proc = aoti_minify("minify", launcher, "--events", "--workers", "2", *extra)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    done = events_of(proc)[-1]
-    assert isinstance(done, DoneEvent)
-    return proc, done
 
 
 def final_graph(done: DoneEvent) -> str:
@@ -197,3 +158,28 @@ def test_launcher_from_another_torch_version_runs_with_warnings(dumps, tmp_path)
     proc = aoti_minify("run", launcher)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "torch 2.11.0+cu130" in proc.stderr and "option_from_the_future" in proc.stderr
+
+
+USER_PROGRAM = """
+import os, signal, torch
+import torch._inductor.config as config
+from minifier.examples.models import build
+config.cpp.inject_relu_bug_TESTING_ONLY = "runtime_error"
+model, inputs = build("seed")
+program = torch.export.export(model, inputs)
+try:
+    torch._inductor.aoti_load_package(torch._inductor.aoti_compile_and_package(program))(*inputs)
+except Exception:
+    os.kill(os.getpid(), signal.SIGSEGV)  # the failure takes the whole process down, as CUDA errors can
+"""
+
+
+def test_capture_keeps_a_failure_that_kills_the_program(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(USER_PROGRAM)
+    proc = aoti_minify("capture", "--dir", str(tmp_path), "--events", "--", sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "killed by SIGSEGV" in proc.stderr
+    failure = [e for e in events_of(proc) if e.event == "failure"][-1].failure
+    assert failure.signature.exc_type == "RuntimeError" and "Unknown exception" in failure.signature.message
+    assert failure.launcher.startswith(str(tmp_path / "torch_compile_debug"))

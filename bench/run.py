@@ -1,0 +1,204 @@
+"""PyTorch's own AOTI minifier and aoti-minify on the same dumps, in one run.
+
+    python bench/run.py                       # CPU: seed x 3 injections, residual 6/24/96 blocks
+    python bench/run.py --device cuda         # the same on a GPU
+    python bench/run.py --only seed --pytorch-timeout 600
+
+For each workload PyTorch dumps a real failure once; each tool then minifies its own copy of it
+(PyTorch by running the dumped minifier_launcher.py, aoti-lens by `aoti-minify minify`, without a
+prior `run`). It prints wall time, compile queries and final graph size (compute nodes) for both and
+the ratios, and writes the table as JSON lines. Nothing here is asserted: it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from minifier.examples.dump import copy_dump  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKLOADS = {
+    "seed-compile_error": ("seed", 1, "compile_error"),
+    "seed-runtime_error": ("seed", 1, "runtime_error"),
+    "seed-accuracy": ("seed", 1, "accuracy"),
+    "residual6-compile_error": ("residual", 6, "compile_error"),
+    "residual24-compile_error": ("residual", 24, "compile_error"),
+    "residual96-compile_error": ("residual", 96, "compile_error"),
+}
+
+
+@dataclass
+class Measure:
+    tool: str
+    workload: str
+    status: str
+    seconds: float
+    queries: int | None
+    nodes: int | None
+    start_nodes: int | None = None
+    note: str = ""
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--only", default="", help="comma-separated substrings of workload names")
+    parser.add_argument("--pytorch-timeout", type=float, default=1800.0)
+    parser.add_argument("--skip-pytorch", default="", help="workloads (substrings) where PyTorch is not run")
+    parser.add_argument("--workers", type=int, default=0, help="aoti-minify workers (default: its own)")
+    parser.add_argument("--out", default="", help="JSON-lines results file (default: bench/results-<device>.jsonl)")
+    parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    args = parser.parse_args()
+    chosen = [w for w in WORKLOADS if not args.only or any(s in w for s in args.only.split(","))]
+    scratch = tempfile.mkdtemp(prefix="aoti-bench-")
+    out = args.out or os.path.join(ROOT, "bench", f"results-{args.device}.jsonl")
+    rows: list[tuple[Measure, Measure]] = []
+    print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
+          f"cores={os.cpu_count()}", flush=True)
+    try:
+        for name in chosen:
+            model, blocks, bug = WORKLOADS[name]
+            launcher = dump(os.path.join(scratch, name, "dump"), model, blocks, bug, args.device)
+            skip = args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))
+            theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
+                      else run_pytorch(copy_dump(launcher, os.path.join(scratch, name, "pytorch")), name, args.pytorch_timeout))
+            ours = run_ours(copy_dump(launcher, os.path.join(scratch, name, "ours")), name, args.workers)
+            rows.append((theirs, ours))
+            print(row_text(theirs, ours), flush=True)
+    finally:
+        with open(out, "w") as f:
+            for theirs, ours in rows:
+                f.write(json.dumps(asdict(theirs)) + "\n" + json.dumps(asdict(ours)) + "\n")
+        if not args.keep:
+            shutil.rmtree(scratch, ignore_errors=True)
+    print()
+    print(table(rows))
+    print(f"\nresults: {out}")
+    return 0
+
+
+def dump(out: str, model: str, blocks: int, bug: str, device: str) -> str:
+    proc = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", out, "--model", model,
+                           "--blocks", str(blocks), "--bug", bug, "--device", device],
+                          capture_output=True, text=True, cwd=ROOT)
+    if proc.returncode != 0:
+        raise SystemExit(f"dump failed for {model}/{bug}: {proc.stderr[-3000:]}")
+    return proc.stdout.strip().splitlines()[-1]
+
+
+def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
+    cwd = os.path.dirname(os.path.dirname(launcher))
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, launcher], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+    try:
+        log, _ = proc.communicate(timeout=timeout)
+        status = "ok" if proc.returncode == 0 else _death(proc.returncode)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        log, _ = proc.communicate()
+        status = f"timeout>{timeout:.0f}s"
+    seconds = time.monotonic() - started
+    with open(os.path.join(os.path.dirname(launcher), "pytorch-minifier.log"), "w") as f:
+        f.write(log)
+    queries = _last_int(r"Made (\d+) queries", log)
+    checkpoints = re.findall(r"Writing checkpoint with (\d+) nodes to (\S+)", log)
+    nodes = _aten_calls(checkpoints[-1][1]) if checkpoints else None
+    if status == "ok" and not checkpoints:
+        status = "no checkpoint"
+    return Measure("pytorch", name, status, round(seconds, 1), queries, nodes, note=_tail_reason(log, status))
+
+
+def run_ours(launcher: str, name: str, workers: int) -> Measure:
+    started = time.monotonic()
+    extra = ["--workers", str(workers)] if workers else []
+    proc = subprocess.run([sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra],
+                          capture_output=True, text=True, cwd=ROOT)
+    seconds = time.monotonic() - started
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    done = next((e for e in events if e["event"] == "done"), None)
+    if proc.returncode != 0 or done is None:
+        return Measure("aoti-lens", name, f"exit {proc.returncode}", round(seconds, 1), None, None,
+                       note=proc.stderr[-300:])
+    return Measure("aoti-lens", name, "ok", round(seconds, 1), done["queries"], done["nodes"], done["start_nodes"])
+
+
+def row_text(theirs: Measure, ours: Measure) -> str:
+    return (f"{ours.workload}: pytorch {theirs.status} {theirs.seconds:.0f}s q={theirs.queries} n={theirs.nodes} | "
+            f"aoti-lens {ours.status} {ours.seconds:.0f}s q={ours.queries} n={ours.nodes} (from {ours.start_nodes})")
+
+
+def table(rows: list[tuple[Measure, Measure]]) -> str:
+    lines = ["| workload | start nodes | PyTorch time | PyTorch queries | PyTorch final nodes | aoti-lens time | "
+             "aoti-lens queries | aoti-lens final nodes | time ratio | query ratio |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for theirs, ours in rows:
+        lines.append(f"| {ours.workload} | {ours.start_nodes} | {_time(theirs)} | {_v(theirs.queries)} | "
+                     f"{_v(theirs.nodes)} | {_time(ours)} | {_v(ours.queries)} | {_v(ours.nodes)} | "
+                     f"{_ratio(theirs.seconds, ours.seconds, theirs)} | {_ratio(theirs.queries, ours.queries, theirs)} |")
+    return "\n".join(lines)
+
+
+def _time(m: Measure) -> str:
+    if m.status == "skipped":
+        return "not run"
+    return f"{m.seconds:.1f} s" + ("" if m.status == "ok" else f" ({m.status})")
+
+
+def _ratio(a, b, theirs: Measure) -> str:
+    if not a or not b or theirs.status == "skipped":
+        return "-"
+    bound = "" if theirs.status == "ok" else ">"
+    return f"{bound}{a / b:.1f}x"
+
+
+def _v(value) -> str:
+    return "-" if value is None else str(value)
+
+
+def _aten_calls(checkpoint: str) -> int | None:
+    """Compute nodes of PyTorch's checkpoint: aten calls in its commented-out forward()."""
+    try:
+        with open(checkpoint) as f:
+            text = f.read()
+    except OSError:
+        return None
+    forward = text.split("def forward", 1)[-1].split("\n\n", 1)[0]
+    return len(re.findall(r"= torch\.ops\.", forward))
+
+
+def _last_int(pattern: str, text: str) -> int | None:
+    found = re.findall(pattern, text)
+    return int(found[-1]) if found else None
+
+
+def _death(code: int) -> str:
+    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
+
+
+def _tail_reason(log: str, status: str) -> str:
+    if status == "ok":
+        return ""
+    lines = [ln for ln in log.splitlines() if ln.strip()]
+    return " / ".join(lines[-3:])[-400:]
+
+
+def _torch_version() -> str:
+    proc = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    return f"torch {proc.stdout.strip()}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything aoti-lens needs on a fresh Debian machine, idempotently:
+#   - Debian packages (as root): g++ for AOTInductor's C++ compiles, and the e2e test's chromium & co
+#   - .venv: torch (2.13.0 CPU here; keep an existing torch), aoti-lens editable with its test extras
+#   - npm packages, the bundled extension and its .vsix (dist/aoti-lens.vsix), code-server for the e2e test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+say() { echo "[setup] $*"; }
+
+if ! command -v g++ >/dev/null; then
+  say "apt-get install g++"
+  [ "$(id -u)" = 0 ] || { echo "[setup] g++ is missing: install it (sudo apt-get install g++)" >&2; exit 1; }
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ >/dev/null
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  say "python3 -m venv .venv"
+  python3 -m venv .venv
+fi
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  say "pip install torch==${TORCH_VERSION:-2.13.0} (CPU build from this machine's wheel)"
+  .venv/bin/pip install -q "torch==${TORCH_VERSION:-2.13.0}" numpy
+fi
+say "pip install -e .[test]"
+.venv/bin/pip install -q -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
+
+bash .ci/e2e-setup.sh
+say "npm run package (extension .vsix)"
+npm run --silent package
+say "done: .venv/bin/aoti-minify, .venv/bin/aoti-lsp, $(ls dist/*.vsix 2>/dev/null | head -1)"

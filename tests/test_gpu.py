@@ -1,0 +1,96 @@
+"""The GPU path on a real CUDA device (Triton kernels). Skipped without CUDA.
+
+Run with CXX=/usr/bin/g++ CC=/usr/bin/gcc where the machine's default compiler links another libstdc++
+(the H200 machine's /opt/gcc does); one test shows what happens with that default compiler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+
+from conftest import aoti_minify, events_of, minify, repro_signature
+
+pytestmark = [pytest.mark.gpu, pytest.mark.compile]
+MACHINE_CXX = "/opt/gcc/bin/g++"
+
+
+def test_triton_compile_error_points_at_the_kernel_line_and_minifies_to_relu(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), device="cuda")
+    run = aoti_minify("run", launcher, "--events")
+    assert run.returncode == 0, run.stderr[-4000:]
+    failure = events_of(run)[-1].failure
+    assert failure.signature.kind == "compile_error" and failure.device.startswith("cuda")
+    kernel = failure.kernel
+    assert kernel.file.endswith(".py") and kernel.name.startswith("triton_")
+    assert "compile error!" in failure.kernel_source.splitlines()[kernel.line - 1]
+    assert "relu" in kernel.source_nodes
+    _, done = minify(launcher)
+    assert done.nodes == 1 and "aten.relu" in open(done.repro).read().split("import os")[0]
+    assert repro_signature(done.repro).matches(failure.signature)
+
+
+def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(USER_PROGRAM.format(bug="'runtime_error'", model="build('seed')"))
+    proc = aoti_minify("capture", "--dir", str(tmp_path), "--events", "--", sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    failure = [e for e in events_of(proc) if e.event == "failure"][-1].failure
+    assert "device-side assert" in failure.signature.message
+    _, done = minify(failure.launcher)
+    assert done.nodes == 1
+    assert repro_signature(done.repro).matches(failure.signature)
+
+
+def test_accuracy_failure_minifies_to_relu(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), bug="accuracy", device="cuda")
+    _, done = minify(launcher)
+    assert done.nodes == 1 and done.signature.kind == "accuracy"
+    assert repro_signature(done.repro).exc_type == "AccuracyError"
+
+
+def test_user_triton_kernel_reading_out_of_bounds(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(USER_PROGRAM.format(bug="None", model="oob()"))
+    proc = aoti_minify("capture", "--dir", str(tmp_path), "--events", "--import", "minifier.examples.triton_ops",
+                       "--", sys.executable, str(script))
+    failures = [e.failure for e in events_of(proc) if e.event == "failure"]
+    assert failures, proc.stderr[-4000:]
+    assert "illegal memory access" in failures[-1].signature.message
+    _, done = minify(failures[-1].launcher, "--import", "minifier.examples.triton_ops")
+    assert done.nodes == 1 and "shifted_copy" in open(done.repro).read().split("import os")[0]
+
+
+@pytest.mark.skipif(not os.path.exists(MACHINE_CXX), reason=f"no {MACHINE_CXX} on this machine")
+def test_machine_default_compiler_crash_is_survived_and_explained(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), bug="runtime_error", device="cuda")
+    env = {**os.environ, "CXX": MACHINE_CXX, "CC": "/opt/gcc/bin/gcc"}
+    proc = aoti_minify("run", launcher, "--events", env=env)
+    failure = json.load(open(os.path.join(os.path.dirname(launcher), "failure.json")))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert failure["signature"]["exc_type"] == "WorkerCrash" and failure["signature"]["message"] == "SIGSEGV"
+    assert "while loading the compiled AOTI package" in failure["headline"]
+
+
+USER_PROGRAM = """
+import torch
+import torch._inductor.config as config
+from minifier.examples.models import build
+
+def oob():
+    from minifier.examples.triton_ops import OutOfBounds
+    torch.manual_seed(0)
+    return OutOfBounds(), (torch.randn(8, 10),)
+
+config.triton.inject_relu_bug_TESTING_ONLY = {bug}
+model, inputs = {model}
+model, inputs = model.cuda(), tuple(t.cuda() for t in inputs)
+with torch.no_grad():
+    program = torch.export.export(model, inputs)
+    compiled = torch._inductor.aoti_load_package(torch._inductor.aoti_compile_and_package(program))
+    compiled(*inputs)
+    torch.cuda.synchronize()
+"""
