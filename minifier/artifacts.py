@@ -80,6 +80,19 @@ def clean_scratch(layout: Layout) -> None:
         pass
 
 
+def relocate_dump(launcher: str, dest: str, name: str | None = None) -> str:
+    """Copy a dump's whole run folder to `dest/torch_compile_debug/<name>`; PyTorch's launcher names
+    its .pt2 and save_dir by absolute path, so the copy's launcher is rewritten to use its own."""
+    run_dir = os.path.dirname(os.path.dirname(launcher))
+    target = os.path.join(dest, "torch_compile_debug", name or os.path.basename(run_dir))
+    shutil.copytree(run_dir, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(SCRATCH))
+    copied = os.path.join(target, "minifier", "minifier_launcher.py")
+    with open(copied, encoding="utf-8") as f:
+        text = f.read()
+    _write_text(copied, text.replace(run_dir, target))
+    return copied
+
+
 def write_failure(layout: Layout, failure: Failure) -> str:
     _write_text(layout.failure_json, wire.dumps(failure) + "\n")
     return layout.failure_json

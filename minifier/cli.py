@@ -175,7 +175,7 @@ def capture(args: argparse.Namespace) -> int:
         captured = run_captured(program, args.dir, args.accuracy)
     except ValueError as e:
         return _fail(reporter, ExitCode.BAD_INPUT, str(e))
-    reporter.say(f"the program {captured.exit_status}; PyTorch dumped {len(captured.launchers)} launcher(s)")
+    reporter.say(f"the program {captured.exit_status}; captured {len(captured.launchers)} dump(s)")
     if not captured.launchers:
         return _fail(reporter, ExitCode.DID_NOT_FAIL, "no AOTI compile was dumped: did the program call "
                      "torch._inductor.aoti_compile_and_package?")

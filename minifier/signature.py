@@ -30,7 +30,7 @@ _ACCURACY_TYPES = {"AccuracyError"}
 _MASKS = [
     (re.compile(r"[‘’`´]"), "'"),
     (re.compile(r"[“”]"), '"'),
-    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.@+~-]+)+/?"), "<path>"),
+    (re.compile(r"(?<![\w<>])(?:/[\w.@+~-]+){2,}/?|(?<![\w<>/])/[\w@+~-]+\.\w+"), "<path>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<addr>"),
     (re.compile(r"\b(?=[a-z0-9]*\d)[a-z0-9]{20,}\b"), "<hash>"),
     (re.compile(r"(?<![\w<])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w>])"), "<n>"),

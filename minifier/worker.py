@@ -89,12 +89,13 @@ class Worker:
                              text=f"{type(e).__name__}: {e}"[:4000])
         package = os.path.join(self.init.work_dir, "packages", f"{request.key}.pt2")
         code = "" if request.original else eager.code.strip()
+        # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
+        saved = self._save(ep, request.save_pt2)
         try:
             self._compile_and_run(ep, eager, args, kwargs, package)
         except Exception as e:
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
             error = analyze_error(type(e).__name__, str(e) or repr(e))
-            saved = self._save(ep, request.save_pt2)
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
             return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start, error=error,
                              text=_clip(text), code=code, pt2=saved, poisoned=poisoned)
@@ -102,6 +103,8 @@ class Worker:
             _remove(package)
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 torch.cuda.empty_cache()
+        if saved:
+            _remove(saved)  # only failing candidates become checkpoints
         return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code)
 
     def _export_candidate(self, request: p.QueryRequest):

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from minifier.events import DoneEvent, parse_event
-from minifier.examples.dump import copy_dump
+from minifier.artifacts import relocate_dump
 from minifier.signature import Signature, analyze_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -105,7 +105,7 @@ class DumpFactory:
             else:
                 launcher = make_dump(out, model, bug, device, blocks)
             self.pristine[key] = launcher
-        return copy_dump(self.pristine[key], dest)
+        return relocate_dump(self.pristine[key], dest)
 
 
 @pytest.fixture(scope="session")

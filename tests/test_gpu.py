@@ -59,14 +59,15 @@ def test_user_triton_kernel_reading_out_of_bounds(tmp_path):
                        "--", sys.executable, str(script))
     failures = [e.failure for e in events_of(proc) if e.event == "failure"]
     assert failures, proc.stderr[-4000:]
-    assert "illegal memory access" in failures[-1].signature.message
+    # an illegal memory access, or (seen on the H200) "operation not supported on global/shared address space"
+    assert failures[-1].signature.exc_type == "CUDAError", failures[-1].signature
     _, done = minify(failures[-1].launcher, "--import", "minifier.examples.triton_ops")
     assert done.nodes == 1 and "shifted_copy" in open(done.repro).read().split("import os")[0]
 
 
 @pytest.mark.skipif(not os.path.exists(MACHINE_CXX), reason=f"no {MACHINE_CXX} on this machine")
 def test_machine_default_compiler_crash_is_survived_and_explained(dumps, tmp_path):
-    launcher = dumps.get(str(tmp_path), bug="runtime_error", device="cuda")
+    launcher = dumps.get(str(tmp_path), bug="accuracy", device="cuda")  # accuracy checks load the package
     env = {**os.environ, "CXX": MACHINE_CXX, "CC": "/opt/gcc/bin/gcc"}
     proc = aoti_minify("run", launcher, "--events", env=env)
     failure = json.load(open(os.path.join(os.path.dirname(launcher), "failure.json")))

@@ -56,6 +56,9 @@ def test_inductor_wrapper_is_peeled_and_cuda_errors_recognized():
 def test_normalize_masks_paths_hashes_addresses_numbers():
     text = "at 0x7ffd1234 in /tmp/a/b.py: buffer cgcubinowigfs7cjuvnq4gvolq size 128 ‘x’"
     assert normalize(text) == "at <addr> in <path>: buffer <hash> size <n> 'x'"
+    # words joined by a slash are not paths (seen on an H200 for an out-of-bounds Triton load)
+    cuda = "CUDA error: operation not supported on global/shared address space"
+    assert normalize(cuda) == cuda
 
 
 def test_kernel_ops_segments_with_vocabulary_and_skips_unknown_words():

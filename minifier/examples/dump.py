@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import shutil
 import sys
 
 BUGS = ("compile_error", "runtime_error", "accuracy")
@@ -53,20 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     print(launchers[-1])
     return 0
-
-
-def copy_dump(launcher: str, dest: str) -> str:
-    """Copy the whole torch_compile_debug tree under `dest`; the launcher's .pt2 path is absolute, so
-    the copy's launcher is rewritten to point at its own checkpoints/exported_program.pt2."""
-    run_dir = os.path.dirname(os.path.dirname(launcher))
-    target = os.path.join(dest, "torch_compile_debug", os.path.basename(run_dir))
-    shutil.copytree(run_dir, target, dirs_exist_ok=True)
-    copied = os.path.join(target, "minifier", "minifier_launcher.py")
-    with open(copied, encoding="utf-8") as f:
-        text = f.read()
-    with open(copied, "w", encoding="utf-8") as f:
-        f.write(text.replace(os.path.dirname(os.path.dirname(launcher)), target))
-    return copied
 
 
 if __name__ == "__main__":
