@@ -1,0 +1,140 @@
+"""Code actions on aoti-lens diagnostics, and the `aoti.*` commands they (and the client) run.
+
+Minify and reproduce execute the workspace's launcher, so they do nothing in an untrusted
+workspace except say why. One job per failure: minifying a failure that is already being
+minified shows its shrinking graph instead of starting another job.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from .diagnostics import SOURCE
+from .failures import FailureRecord, uri_of
+from .jobs import Job
+from .protocol import (CANCEL, MINIFY, OPEN_REPRO, REPRODUCE, SHOW_GRAPH, SHOW_KERNEL, graph_uri, kernel_uri)
+
+if TYPE_CHECKING:
+    from .server import AotiLanguageServer
+
+UNTRUSTED = ("aoti-lens runs nothing in an untrusted workspace: reproducing or minifying executes this "
+             "workspace's minifier_launcher.py. Trust the workspace (Workspaces: Manage Workspace Trust) to {what}.")
+
+
+def available(record: FailureRecord, job: Job | None) -> list[tuple[str, str]]:
+    """(title, command) pairs that make sense for this failure now, the most useful first."""
+    if not record.usable:
+        return []
+    if job is not None and job.kind == "minify":
+        actions = [("Show shrinking graph", SHOW_GRAPH), ("Cancel minification", CANCEL)]
+    elif job is not None:
+        actions = [("Minify this failure", MINIFY), ("Cancel reproduction", CANCEL)]
+    else:
+        actions = [("Minify this failure", MINIFY), ("Reproduce failure", REPRODUCE)]
+        if record.repro:
+            actions.insert(0, ("Open repro.py", OPEN_REPRO))
+        if record.history:
+            actions.append(("Show shrinking graph", SHOW_GRAPH))
+    if record.kernel_name:
+        actions.append(("Show failing kernel", SHOW_KERNEL))
+    return actions
+
+
+def register(ls: AotiLanguageServer) -> None:
+    @ls.feature(types.TEXT_DOCUMENT_CODE_ACTION,
+                types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
+        actions: list[types.CodeAction] = []
+        seen: set[str] = set()
+        for diagnostic in params.context.diagnostics:
+            failure_id = _failure_id(diagnostic)
+            record = ls.failures.get(failure_id) if failure_id and failure_id not in seen else None
+            if record is None:
+                continue
+            seen.add(record.id)
+            for i, (title, command) in enumerate(available(record, ls.jobs.running(record.id))):
+                actions.append(types.CodeAction(
+                    title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic], is_preferred=i == 0,
+                    command=types.Command(title=title, command=command, arguments=[record.id])))
+        return actions
+
+    @ls.command(MINIFY)
+    async def minify(failure_id: str) -> None:
+        record = _lookup(ls, failure_id)
+        if record is None:
+            return
+        job = ls.jobs.running(record.id)
+        if job is None or job.kind != "minify":
+            if not _allowed(ls, record, "minify it"):
+                return
+            if job is not None:  # a reproduction; minify re-checks the failure itself
+                await ls.jobs.stop(record.id, "minification requested")
+            if ls.jobs.running(record.id) is None:  # else another request started it meanwhile
+                ls.jobs.start(record, "minify", user=True)
+                return
+        await ls.show(graph_uri(record.id), "the shrinking graph")
+
+    @ls.command(REPRODUCE)
+    async def reproduce(failure_id: str) -> None:
+        record = _lookup(ls, failure_id)
+        if record is None or not _allowed(ls, record, "reproduce it"):
+            return
+        if (job := ls.jobs.running(record.id)) is not None:
+            ls.tell(f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
+                    types.MessageType.Info)
+            return
+        ls.jobs.start(record, "run", user=True)
+
+    @ls.command(CANCEL)
+    def cancel(failure_id: str) -> None:
+        record = _lookup(ls, failure_id)
+        if record is not None and not ls.jobs.cancel(record.id, "cancelled by the user"):
+            ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
+
+    @ls.command(OPEN_REPRO)
+    async def open_repro(failure_id: str) -> None:
+        record = _lookup(ls, failure_id)
+        if record is not None and record.repro:
+            await ls.show(uri_of(record.repro), "repro.py")
+        elif record is not None:
+            ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
+
+    @ls.command(SHOW_GRAPH)
+    async def show_graph(failure_id: str) -> None:
+        if (record := _lookup(ls, failure_id)) is not None:
+            await ls.show(graph_uri(record.id), "the shrinking graph")
+
+    @ls.command(SHOW_KERNEL)
+    async def show_kernel(failure_id: str) -> None:
+        record = _lookup(ls, failure_id)
+        if record is not None and record.kernel_name:
+            await ls.show(kernel_uri(record.id, record.kernel_name), "the failing kernel")
+        elif record is not None:
+            ls.tell(f"no kernel source is known for {record.id}: reproduce it first", types.MessageType.Info)
+
+
+def _failure_id(diagnostic: types.Diagnostic) -> str | None:
+    data: Any = diagnostic.data
+    if diagnostic.source != SOURCE or not isinstance(data, dict):
+        return None
+    failure_id = data.get("failureId")
+    return failure_id if isinstance(failure_id, str) else None
+
+
+def _lookup(ls: AotiLanguageServer, failure_id: str) -> FailureRecord | None:
+    record = ls.failures.get(failure_id)
+    if record is None:
+        ls.tell(f"aoti-lens knows no failure {failure_id!r} (was its debug folder deleted?)")
+    return record
+
+
+def _allowed(ls: AotiLanguageServer, record: FailureRecord, what: str) -> bool:
+    if not ls.settings.trusted:
+        ls.tell(UNTRUSTED.format(what=what))
+        return False
+    if not record.usable:
+        ls.tell(f"aoti-lens cannot use the launcher of {record.id}: {record.problem}", types.MessageType.Error)
+        return False
+    return True

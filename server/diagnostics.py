@@ -1,0 +1,114 @@
+"""Diagnostics, computed from the failure records alone (the server publishes the difference).
+
+Per failure: one on the launcher's `run_repro` line (or line 0 when the launcher is unusable), one
+on the failing kernel line with relatedInformation to the model's own source lines and the
+launcher, and one on repro.py once there is one. `data` carries the failure id for code actions.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+
+from lsprotocol import types
+
+from .failures import FailureRecord, uri_of
+
+SOURCE = "aoti-lens"
+
+
+def collect(records: Iterable[FailureRecord]) -> dict[str, list[types.Diagnostic]]:
+    out: dict[str, list[types.Diagnostic]] = {}
+    for record in records:
+        for uri, diagnostic in for_record(record):
+            out.setdefault(uri, []).append(diagnostic)
+    return out
+
+
+def for_record(record: FailureRecord) -> Iterator[tuple[str, types.Diagnostic]]:
+    data = {"failureId": record.id}
+    if not record.usable or record.spec is None:
+        yield uri_of(record.launcher), types.Diagnostic(
+            range=_line(0), severity=types.DiagnosticSeverity.Error, source=SOURCE, code="bad_launcher",
+            message=f"aoti-lens cannot use this launcher: {record.problem}", data=data)
+        return
+    related = [*_model_lines(record), *_kernel_location(record)]
+    yield uri_of(record.launcher), types.Diagnostic(
+        range=_line(record.spec.run_repro_line), severity=_launcher_severity(record), source=SOURCE,
+        code=record.signature.kind if record.signature else None, message=_launcher_message(record),
+        related_information=related or None, data=data)
+    kernel = record.kernel
+    if kernel and kernel.file and kernel.line and os.path.isfile(kernel.file):
+        launcher = types.DiagnosticRelatedInformation(
+            location=types.Location(uri=uri_of(record.launcher), range=_line(record.spec.run_repro_line)),
+            message=f"AOTI minifier launcher of {record.id} (minify it from here)")
+        column = max(0, (kernel.column or 1) - 1)
+        yield uri_of(kernel.file), types.Diagnostic(
+            range=types.Range(start=types.Position(line=kernel.line - 1, character=column),
+                              end=types.Position(line=kernel.line, character=0)),
+            severity=types.DiagnosticSeverity.Error, source=SOURCE,
+            code=record.signature.kind if record.signature else None,
+            message=f"{_headline(record)} (kernel {kernel.name or '?'}, AOTI failure {record.id})",
+            related_information=[*_model_lines(record), launcher], data=data)
+    if record.repro and record.state in ("minimized", "cancelled"):
+        yield uri_of(record.repro), types.Diagnostic(
+            range=_line(0), severity=types.DiagnosticSeverity.Information, source=SOURCE, code="repro",
+            message=_repro_message(record), data=data)
+
+
+def _launcher_severity(record: FailureRecord) -> types.DiagnosticSeverity:
+    if record.signature is not None:
+        return types.DiagnosticSeverity.Error
+    if record.state in ("reproducing", "minifying"):
+        return types.DiagnosticSeverity.Information
+    return types.DiagnosticSeverity.Warning
+
+
+def _launcher_message(record: FailureRecord) -> str:
+    state = {
+        "found": "reproduce or minify it",
+        "reproducing": "reproducing it in the background",
+        "reproduced": "minify it to get a minimal repro",
+        "minifying": f"minifying: {record.nodes_line()}",
+        "minimized": f"minimized: {record.progress_line()}",
+        "cancelled": f"cancelled: {record.message}",
+        "error": f"aoti-minify failed: {record.message}",
+    }[record.state]
+    if record.signature is None:
+        return f"AOTI failure dumped here; {state}"
+    return f"AOTI failure: {record.signature.describe()} ({state})"
+
+
+def _headline(record: FailureRecord) -> str:
+    if record.failure and record.failure.headline:
+        return record.failure.headline
+    return record.signature.describe() if record.signature else "AOTI failure"
+
+
+def _repro_message(record: FailureRecord) -> str:
+    nodes = f"{record.nodes_now} node{'s' if record.nodes_now != 1 else ''}" if record.nodes_now else "? nodes"
+    reproduces = record.signature.describe() if record.signature else "the original failure"
+    if record.state == "cancelled":
+        return f"partial repro (minification cancelled): {nodes}, reproduces {reproduces}"
+    return f"minimal repro: {nodes}, reproduces {reproduces}"
+
+
+def _model_lines(record: FailureRecord) -> list[types.DiagnosticRelatedInformation]:
+    return [types.DiagnosticRelatedInformation(
+        location=types.Location(uri=uri_of(source.file), range=_line(source.line - 1)),
+        message=f"model code of {', '.join(source.nodes)}: {source.code}")
+        for source in record.model_lines()]
+
+
+def _kernel_location(record: FailureRecord) -> list[types.DiagnosticRelatedInformation]:
+    kernel = record.kernel
+    if not (kernel and kernel.file and kernel.line and os.path.isfile(kernel.file)):
+        return []
+    return [types.DiagnosticRelatedInformation(
+        location=types.Location(uri=uri_of(kernel.file), range=_line(kernel.line - 1)),
+        message=f"failing kernel {kernel.name or ''}".rstrip())]
+
+
+def _line(number: int) -> types.Range:
+    return types.Range(start=types.Position(line=max(0, number), character=0),
+                       end=types.Position(line=max(0, number) + 1, character=0))

@@ -1,0 +1,175 @@
+"""Finding failures: scan workspace folders and debugDirRoots for
+`torch_compile_debug/run_*/minifier/minifier_launcher.py`, then follow file events.
+
+Scans and launcher parsing run in the default executor so a large workspace never blocks the event
+loop. Any file event inside a run folder (launcher, failure.json, repro.py, checkpoints, or the
+folder itself going away) re-reads that one failure from disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+from pygls.uris import from_fs_path, to_fs_path
+
+from .failures import LAUNCHER, FailureRecord, OnDisk, read_disk
+
+if TYPE_CHECKING:
+    from .server import AotiLanguageServer
+
+DEBUG_DIR = "torch_compile_debug"
+SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
+_RUN = f"{DEBUG_DIR}/run_*"
+WATCHED = [
+    (f"**/{_RUN}/minifier/{{{LAUNCHER},failure.json,repro.py}}", None),
+    (f"**/{_RUN}/minifier/checkpoints/*.py", None),
+    (f"**/{_RUN}", types.WatchKind.Delete),  # a deleted folder is reported once, not per file
+]
+
+
+def scan(roots: Iterable[str]) -> list[str]:
+    found: set[str] = set()
+    for root in roots:
+        for folder, subfolders, _ in os.walk(root):
+            if os.path.basename(folder) == DEBUG_DIR:
+                found.update(_launchers_in(folder))
+                subfolders.clear()
+            else:
+                subfolders[:] = [d for d in subfolders if d not in SKIP_DIRS and not d.startswith(".")]
+    return sorted(found)
+
+
+def _launchers_in(debug_dir: str) -> list[str]:
+    try:
+        runs = [r for r in os.listdir(debug_dir) if r.startswith("run_")]
+    except OSError:
+        return []
+    return [p for p in (os.path.join(debug_dir, r, "minifier", LAUNCHER) for r in runs) if os.path.isfile(p)]
+
+
+def launcher_for(path: str) -> str | None:
+    """The launcher of the run folder that `path` lies in (or is)."""
+    parts = Path(path).parts
+    for i in range(len(parts) - 1):
+        if parts[i] == DEBUG_DIR and parts[i + 1].startswith("run_"):
+            return os.path.join(*parts[: i + 2], "minifier", LAUNCHER)
+    return None
+
+
+def register(ls: AotiLanguageServer) -> None:
+    @ls.feature(types.INITIALIZED)
+    async def initialized(params: types.InitializedParams) -> None:
+        await asyncio.gather(watch(ls), rescan(ls))
+
+    @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
+        await rescan(ls)
+
+    @ls.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    async def files_changed(params: types.DidChangeWatchedFilesParams) -> None:
+        launchers: set[str] = set()
+        for change in params.changes:
+            path = to_fs_path(change.uri)
+            if not path:
+                continue
+            path = os.path.abspath(path)
+            if (launcher := launcher_for(path)) is not None:
+                launchers.add(launcher)
+            inside = path + os.sep
+            launchers.update(r.launcher for r in ls.failures.records() if r.launcher.startswith(inside))
+        if launchers:
+            await refresh(ls, launchers)
+
+
+async def watch(ls: AotiLanguageServer) -> None:
+    """(Re-)register file watchers for the workspace and every debugDirRoot."""
+    capability = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
+    if not (capability and capability.dynamic_registration):
+        ls.log("this client cannot watch files for aoti-lens (no dynamic registration of "
+               "workspace/didChangeWatchedFiles): new dumps show up on a rescan (change a setting or restart)")
+        return
+    watchers = [types.FileSystemWatcher(glob_pattern=glob, kind=kind) for glob, kind in WATCHED]
+    extra = ls.debug_roots()
+    if extra and capability.relative_pattern_support:
+        for root in extra:
+            base = os.path.dirname(root) if os.path.basename(root) == DEBUG_DIR else root
+            watchers += [types.FileSystemWatcher(
+                glob_pattern=types.RelativePattern(base_uri=from_fs_path(base) or base, pattern=glob), kind=kind)
+                for glob, kind in WATCHED]
+    elif extra:
+        ls.log("this client cannot watch folders outside the workspace (no relative glob patterns): "
+               "debugDirRoots are scanned on start and on settings changes only")
+    try:
+        if ls.watch_registration is not None:
+            await ls.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
+                types.Unregistration(id=ls.watch_registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
+        registration = str(uuid.uuid4())
+        await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
+            id=registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))]))
+        ls.watch_registration = registration
+    except Exception as e:  # the client refused: discovery still works through rescans
+        ls.log(f"could not register file watchers ({type(e).__name__}: {e}); new dumps show up on a rescan",
+               types.MessageType.Warning)
+
+
+async def rescan(ls: AotiLanguageServer) -> None:
+    roots = ls.roots()
+    for root in roots:
+        if not os.path.isdir(root):
+            ls.log(f"not scanning {root}: no such folder", types.MessageType.Warning)
+    found = await asyncio.get_running_loop().run_in_executor(None, scan, roots)
+    for record in ls.failures.records():
+        if record.launcher not in found:
+            forget(ls, record, "it is no longer in the workspace or debugDirRoots")
+    await refresh(ls, found)
+    ls.log(f"scanned {', '.join(roots) or 'nothing'}: {len(found)} AOTI failure(s)")
+
+
+async def refresh(ls: AotiLanguageServer, launchers: Iterable[str]) -> None:
+    """Re-read these failures from disk; a missing launcher means its run folder was deleted."""
+    paths = sorted(set(launchers))
+    disks = await asyncio.get_running_loop().run_in_executor(None, _read_all, paths)
+    fresh = []
+    for launcher, disk in zip(paths, disks):
+        record = ls.failures.by_launcher(launcher)
+        if disk is None:
+            if record is not None:
+                forget(ls, record, f"{record.run_dir} was deleted")
+            continue
+        if record is None:
+            record = ls.failures.add(launcher)
+            ls.log(f"found AOTI failure {record.id} at {launcher}")
+        if ls.jobs.running(record.id) is None:  # while a job runs, its events are the truth
+            record.sync(disk)
+        if record.problem:
+            ls.log(f"{record.id}: {record.problem}", types.MessageType.Warning)
+        fresh.append(record)
+    ls.changed()
+    auto_reproduce(ls, fresh)
+
+
+def _read_all(launchers: list[str]) -> list[OnDisk | None]:
+    return [read_disk(p) for p in launchers]
+
+
+def forget(ls: AotiLanguageServer, record: FailureRecord, why: str) -> None:
+    ls.jobs.cancel(record.id, why)
+    ls.failures.remove(record.id)
+    ls.log(f"{record.id}: removed because {why}", types.MessageType.Warning)
+    ls.changed()
+
+
+def auto_reproduce(ls: AotiLanguageServer, records: Iterable[FailureRecord]) -> None:
+    """Learn what each new failure is (signature, kernel line) in the background, when allowed."""
+    if not (ls.settings.trusted and ls.settings.auto_reproduce):
+        return
+    for record in records:
+        if record.usable and record.failure is None and record.state == "found" and not ls.jobs.running(record.id):
+            ls.jobs.start(record, "run", user=False)

@@ -1,0 +1,40 @@
+"""Virtual documents (`workspace/textDocumentContent`, scheme `aoti`): the shrinking graph, the
+original graph, and the failing kernel's source.
+
+The kernel document is the kernel file verbatim, without a header, so its line numbers are the
+compiler's and the hover on the error line works there as in the real file.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lsprotocol import types
+
+from .protocol import parse_uri
+
+if TYPE_CHECKING:
+    from .server import AotiLanguageServer
+
+
+def register(ls: AotiLanguageServer) -> None:
+    @ls.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT)
+    def content(params: types.TextDocumentContentParams) -> types.TextDocumentContentResult:
+        return types.TextDocumentContentResult(text=render(ls, params.uri))
+
+
+def render(ls: AotiLanguageServer, uri: str) -> str:
+    doc = parse_uri(uri)
+    record = ls.failures.get(doc.failure_id) if doc else None
+    if doc is None or record is None:
+        return f"# {uri}: no such aoti-lens document (was its debug folder deleted?)\n"
+    if doc.kind == "graph":
+        graph = record.current_graph() or "# no graph yet: reproduce or minify the failure"
+        return f"{record.graph_header()}\n{graph}\n"
+    if doc.kind == "original":
+        graph = record.original_graph() or "# the original graph is known once the failure is reproduced"
+        nodes = record.nodes_start or (record.failure.nodes if record.failure else "?")
+        return f"# original graph of {record.id}: {nodes} nodes\n\n{graph}\n"
+    if doc.kernel == record.kernel_name and record.failure and record.failure.kernel_source:
+        return record.failure.kernel_source
+    return f"# {record.id} has no kernel named {doc.kernel}\n"

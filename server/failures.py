@@ -1,0 +1,276 @@
+"""One AOTI failure as the editor sees it: what is on disk, and what its running job reported.
+
+State moves found -> reproducing -> reproduced -> minifying -> minimized (or cancelled / error).
+Events from `aoti-minify --events` drive it while a job runs; files on disk (failure.json,
+repro.py, written by a job or by someone running aoti-minify in a terminal) drive it otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from minifier.events import (CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, Event, Failure,
+                             FailureEvent, StartEvent, load_failure)
+from minifier.launcher import BadLauncher, LauncherSpec, read_launcher
+from minifier.signature import KernelRef, Signature
+from pygls.uris import from_fs_path
+
+from .protocol import FailureItem, State, graph_uri, kernel_uri
+
+LAUNCHER = "minifier_launcher.py"
+_CHECKPOINT = re.compile(r"(\d+)\.py$")
+
+
+@dataclass(frozen=True)
+class OnDisk:
+    """A failure's files, read off the event loop (read_launcher parses Python)."""
+
+    launcher: str
+    spec: LauncherSpec | None
+    problem: str | None
+    failure: Failure | None
+    failure_problem: str | None
+    repro: str | None
+    checkpoint_nodes: int | None
+
+
+def read_disk(launcher: str) -> OnDisk | None:
+    """None when the launcher is gone (its run folder was deleted)."""
+    if not os.path.isfile(launcher):
+        return None
+    spec, problem = None, None
+    try:
+        spec = read_launcher(launcher)
+    except BadLauncher as e:
+        problem = str(e).removeprefix(f"{launcher}: ")
+    folder = os.path.dirname(launcher)
+    failure, failure_problem = None, None
+    failure_json = os.path.join(folder, "failure.json")
+    if os.path.isfile(failure_json):
+        try:
+            failure = load_failure(failure_json)
+        except (OSError, ValueError) as e:
+            failure_problem = f"{failure_json} is unreadable ({e}); reproduce the failure to rewrite it"
+    repro = os.path.join(folder, "repro.py")
+    return OnDisk(launcher=launcher, spec=spec, problem=problem, failure=failure, failure_problem=failure_problem,
+                  repro=repro if os.path.isfile(repro) else None,
+                  checkpoint_nodes=_smallest_checkpoint(os.path.join(folder, "checkpoints")))
+
+
+def _smallest_checkpoint(folder: str) -> int | None:
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return None
+    sizes = [int(m.group(1)) for m in map(_CHECKPOINT.fullmatch, names) if m]
+    return min(sizes) if sizes else None
+
+
+@dataclass(frozen=True)
+class ModelLine:
+    """One line of the user's model code and the graph nodes it produced."""
+
+    file: str
+    line: int
+    nodes: list[str]
+    code: str
+
+
+@dataclass
+class FailureRecord:
+    id: str
+    launcher: str
+    spec: LauncherSpec | None = None
+    problem: str | None = None
+    failure: Failure | None = None
+    state: State = "found"
+    message: str | None = None
+    signature: Signature | None = None
+    nodes_start: int | None = None
+    nodes_now: int | None = None
+    history: list[int] = field(default_factory=list)
+    queries: int | None = None
+    seconds: float | None = None
+    graph: str | None = None
+    original: str | None = None
+    repro: str | None = None
+
+    @property
+    def minifier_dir(self) -> str:
+        return os.path.dirname(self.launcher)
+
+    @property
+    def run_dir(self) -> str:
+        return os.path.dirname(self.minifier_dir)
+
+    @property
+    def usable(self) -> bool:
+        return self.problem is None
+
+    @property
+    def kernel(self) -> KernelRef | None:
+        return self.failure.kernel if self.failure else None
+
+    @property
+    def kernel_name(self) -> str | None:
+        """Name of the virtual kernel document, when there is source to show."""
+        kernel = self.kernel
+        if kernel is None or not self.failure or not self.failure.kernel_source:
+            return None
+        return kernel.name or os.path.splitext(os.path.basename(kernel.file or "kernel"))[0]
+
+    def model_lines(self) -> list[ModelLine]:
+        grouped: dict[tuple[str, int], ModelLine] = {}
+        for source in self.failure.model_lines if self.failure else []:
+            key = (source.file, source.line)
+            grouped.setdefault(key, ModelLine(source.file, source.line, [], source.code)).nodes.append(source.node)
+        return list(grouped.values())
+
+    def nodes_line(self) -> str:
+        start = self.nodes_start or (self.failure.nodes if self.failure else None)
+        return f"{start} -> {self.nodes_now} nodes" if start and self.nodes_now else f"{start or '?'} nodes"
+
+    def progress_line(self) -> str:
+        return f"{self.nodes_line()}, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
+
+    def graph_header(self) -> str:
+        start = self.nodes_start or (self.failure.nodes if self.failure else None)
+        counts = " -> ".join(map(str, self.history or ([start] if start else ["?"])))
+        line = f"# {counts} nodes, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
+        target = self.signature.describe() if self.signature else "not reproduced yet"
+        note = "# minimized in an earlier session: repro.py holds the smallest graph; below is the original\n" \
+            if self.repro and not self.graph else ""
+        return f"{line}\n# {self.state}: {target}\n{note}"
+
+    def current_graph(self) -> str:
+        return self.graph or self.original_graph()
+
+    def original_graph(self) -> str:
+        return (self.failure.graph if self.failure else "") or self.original or ""
+
+    def sync(self, disk: OnDisk) -> None:
+        """Take what is on disk. The state follows only when a result file appeared or changed (or
+        the record is new, or its launcher became usable), so a job's error or cancel stays
+        visible until something new is written."""
+        recovered = self.problem is not None
+        self.spec, self.problem = disk.spec, disk.problem
+        if self.problem is not None:
+            self.state, self.message = "error", self.problem
+            return
+        new_result = (disk.failure, disk.repro) != (self.failure, self.repro) or recovered or self.message is None
+        self.failure, self.repro = disk.failure, disk.repro
+        if self.failure is not None:
+            self.signature = self.failure.signature
+        if disk.repro and disk.checkpoint_nodes is not None and not self.history:
+            self.nodes_start = self.failure.nodes if self.failure else None
+            self.nodes_now = disk.checkpoint_nodes
+        if new_result:
+            self.state = "minimized" if disk.repro else "reproduced" if disk.failure else "found"
+            self.message = disk.failure_problem or self._settled_message()
+
+    def _settled_message(self) -> str:
+        if self.state == "minimized":
+            return f"minimized earlier: {self.nodes_line()}; see repro.py"
+        if self.state == "reproduced" and self.failure:
+            return f"reproduced in {self.failure.seconds:.0f} s"
+        return "not reproduced yet"
+
+    def begin(self, state: State, message: str) -> None:
+        self.state, self.message = state, message
+        if state == "minifying":
+            self.history, self.graph, self.queries, self.seconds = [], None, 0, 0.0
+            self.nodes_start = self.nodes_now = self.failure.nodes if self.failure else None
+
+    def apply(self, event: Event) -> bool:
+        """Fold one event in; True when graph.py changed (a new smallest graph)."""
+        if isinstance(event, FailureEvent):
+            self.failure, self.signature = event.failure, event.failure.signature
+            self.state, self.message = "reproduced", f"reproduced in {event.failure.seconds:.0f} s"
+        elif isinstance(event, StartEvent):
+            self.nodes_start = event.nodes
+            self.nodes_now = min(self.nodes_now or event.nodes, event.nodes)
+            self.history = self.history or [event.nodes]
+            self.original = event.graph or self.original
+            if event.signature.exc_type != "Any":
+                self.signature = event.signature
+            self.message = self.progress_line()
+        elif isinstance(event, CandidateEvent):
+            self.queries = max(self.queries or 0, event.queries)
+            self.message = self.progress_line()
+        elif isinstance(event, CheckpointEvent):
+            self.nodes_now, self.graph = event.nodes, event.graph
+            self.history = [*(self.history or [self.nodes_start or event.nodes]), event.nodes]
+            self.queries = max(self.queries or 0, event.queries)
+            self.seconds = max(self.seconds or 0.0, event.seconds)
+            self.message = self.progress_line()
+            return True
+        elif isinstance(event, DoneEvent):
+            self.nodes_start = event.start_nodes or self.nodes_start
+            self.nodes_now, self.queries, self.seconds = event.nodes, event.queries, event.seconds
+            self.repro = event.repro
+            self.signature = event.signature or self.signature
+            self.state, self.message = "minimized", f"minimized: {self.progress_line()}"
+        elif isinstance(event, CancelledEvent):
+            self.queries, self.seconds = event.queries, event.seconds
+            if event.checkpoint:
+                self.repro = os.path.join(self.minifier_dir, "repro.py")
+            self.state = "cancelled"
+            self.message = f"cancelled at {self.progress_line()}" + ("; repro.py holds the best so far"
+                                                                     if event.checkpoint else "")
+        elif isinstance(event, ErrorEvent):
+            self.message = event.message
+        return False
+
+    def item(self) -> FailureItem:
+        kernel = self.kernel_name
+        return FailureItem(
+            id=self.id,
+            label=self.signature.describe() if self.signature else "AOTI failure",
+            run_dir=self.run_dir,
+            launcher=uri_of(self.launcher),
+            state=self.state,
+            signature=self.signature.describe() if self.signature else None,
+            kind=self.signature.kind if self.signature else None,
+            nodes_start=self.nodes_start or (self.failure.nodes if self.failure else None),
+            nodes_now=self.nodes_now,
+            queries=self.queries,
+            seconds=self.seconds,
+            message=self.message,
+            repro=uri_of(self.repro) if self.repro else None,
+            graph_uri=graph_uri(self.id),
+            kernel_uri=kernel_uri(self.id, kernel) if kernel else None,
+        )
+
+
+def uri_of(path: str) -> str:
+    return from_fs_path(path) or path
+
+
+class FailureStore:
+    """All known failures, by id (the run folder's name, made unique) and by launcher path."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, FailureRecord] = {}
+
+    def records(self) -> list[FailureRecord]:
+        return sorted(self._by_id.values(), key=lambda r: r.id)
+
+    def get(self, failure_id: str) -> FailureRecord | None:
+        return self._by_id.get(failure_id)
+
+    def by_launcher(self, launcher: str) -> FailureRecord | None:
+        return next((r for r in self._by_id.values() if r.launcher == launcher), None)
+
+    def add(self, launcher: str) -> FailureRecord:
+        base = os.path.basename(os.path.dirname(os.path.dirname(launcher)))
+        failure_id, n = base, 1
+        while failure_id in self._by_id:
+            n += 1
+            failure_id = f"{base}~{n}"
+        record = self._by_id[failure_id] = FailureRecord(id=failure_id, launcher=launcher)
+        return record
+
+    def remove(self, failure_id: str) -> None:
+        self._by_id.pop(failure_id, None)

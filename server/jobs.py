@@ -1,0 +1,319 @@
+"""Minifier jobs: `aoti-minify run|minify --events` child processes, their events, their progress.
+
+Each child runs in its own process group (start_new_session), so cancelling is one SIGTERM to the
+group (the minifier then writes repro.py from its best checkpoint, prints `cancelled` and exits
+130), then SIGKILL if it has not stopped after a grace period. Nothing a child prints or does can
+take the server down: bad lines are logged and skipped, a crash becomes the failure's `error` state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import minifier
+from lsprotocol import types
+from minifier.cli import ExitCode
+from minifier.events import ErrorEvent, Event, LogEvent, parse_event
+from minifier.wire import WireError
+
+from .failures import FailureRecord
+from .protocol import graph_uri
+
+if TYPE_CHECKING:
+    from .server import AotiLanguageServer
+
+JobKind = Literal["run", "minify"]
+
+GRACE_SECONDS = 10.0
+BACKGROUND_SLOTS = 2  # auto-reproduce compiles a whole model; more at once only slows the editor's machine
+EVENT_LINE_LIMIT = 64 << 20  # a failure event carries the graph, kernel source and error text
+LOGGED_BAD_LINES = 5
+PROGRESS_CREATE_TIMEOUT = 5.0
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(minifier.__file__)))
+
+_TITLES = {"run": "Reproducing", "minify": "Minifying"}
+_EXIT_REASONS: dict[int, str] = {
+    ExitCode.OK: "aoti-minify finished without reporting a result",
+    ExitCode.DID_NOT_FAIL: "the program does not fail here",
+    ExitCode.USAGE: "aoti-minify rejected its arguments (are the server and the minifier the same aoti-lens version?)",
+    ExitCode.BAD_INPUT: "bad input",
+    ExitCode.ENVIRONMENT: "environment problem",
+    ExitCode.INTERNAL: "internal error in aoti-minify",
+}
+
+
+@dataclass
+class Job:
+    failure_id: str
+    kind: JobKind
+    user: bool
+    started: float = field(default_factory=time.monotonic)
+    task: asyncio.Task[None] | None = None
+    process: asyncio.subprocess.Process | None = None
+    queued: bool = False
+    token: str | None = None
+    percentage: int = 0
+    cancel_requested: bool = False
+    error: str | None = None
+    bad_lines: int = 0
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+
+
+class Jobs:
+    """At most one job per failure; background reproductions share a few slots."""
+
+    def __init__(self, ls: AotiLanguageServer) -> None:
+        self.ls = ls
+        self._jobs: dict[str, Job] = {}
+        self._slots = asyncio.Semaphore(BACKGROUND_SLOTS)
+
+    def running(self, failure_id: str) -> Job | None:
+        return self._jobs.get(failure_id)
+
+    def start(self, record: FailureRecord, kind: JobKind, user: bool) -> Job:
+        job = self._jobs[record.id] = Job(failure_id=record.id, kind=kind, user=user)
+        record.begin("minifying" if kind == "minify" else "reproducing", "starting" if user else "queued")
+        job.task = asyncio.create_task(self._run(job, record))
+        self.ls.changed()
+        return job
+
+    def cancel(self, failure_id: str, reason: str) -> bool:
+        job = self._jobs.get(failure_id)
+        if job is None:
+            return False
+        self._cancel(job, reason)
+        return True
+
+    async def stop(self, failure_id: str, reason: str) -> None:
+        """Cancel and wait until the job has ended."""
+        job = self._jobs.get(failure_id)
+        if job is not None and job.task is not None:
+            self._cancel(job, reason)
+            await asyncio.wait({job.task})
+
+    async def stop_all(self, reason: str) -> None:
+        tasks = {job.task for job in self._jobs.values() if job.task is not None}
+        for job in list(self._jobs.values()):
+            self._cancel(job, reason)
+        if tasks:
+            await asyncio.wait(tasks, timeout=GRACE_SECONDS)
+        self.kill_all()
+
+    def kill_all(self) -> None:
+        for job in self._jobs.values():
+            if job.process is not None and job.process.returncode is None:
+                _signal_group(job.process.pid, signal.SIGKILL)
+
+    def _cancel(self, job: Job, reason: str) -> None:
+        if job.cancel_requested:
+            return
+        job.cancel_requested = True
+        self.ls.log(f"{job.failure_id}: cancelling {job.kind} ({reason})")
+        if job.queued and job.task is not None:
+            job.task.cancel()
+        elif job.process is not None:
+            self._terminate(job)
+        # else: the child is being spawned; _execute terminates it as soon as it exists
+
+    def _terminate(self, job: Job) -> None:
+        assert job.process is not None
+        _signal_group(job.process.pid, signal.SIGTERM)
+        asyncio.get_running_loop().call_later(GRACE_SECONDS, self._kill_if_alive, job)
+
+    def _kill_if_alive(self, job: Job) -> None:
+        if job.process is not None and job.process.returncode is None:
+            self.ls.log(f"{job.failure_id}: aoti-minify ignored SIGTERM for {GRACE_SECONDS:.0f} s; killing it",
+                        types.MessageType.Warning)
+            _signal_group(job.process.pid, signal.SIGKILL)
+
+    def command(self, kind: JobKind, launcher: str) -> list[str]:
+        settings = self.ls.settings
+        argv = [settings.python, "-m", "minifier", kind, launcher, "--events"]
+        if kind == "minify" and settings.workers:
+            argv += ["--workers", str(settings.workers)]
+        if settings.devices:
+            argv += ["--devices", settings.devices]
+        if settings.timeout:
+            argv += ["--timeout", f"{settings.timeout:g}"]
+        for module in settings.imports:
+            argv += ["--import", module]
+        return argv
+
+    async def _run(self, job: Job, record: FailureRecord) -> None:
+        try:
+            if job.user:
+                await self._execute(job, record)
+            else:
+                job.queued = True
+                async with self._slots:
+                    job.queued = False
+                    await self._execute(job, record)
+        except asyncio.CancelledError:
+            record.state, record.message = "cancelled", f"{job.kind} cancelled before it started"
+        except Exception as e:  # a bug here must not leave the failure stuck in a running state
+            self.ls.log_exception(f"{job.failure_id}: {job.kind} job failed inside aoti-lsp", e)
+            record.state, record.message = "error", f"internal error in aoti-lsp: {e}"
+        finally:
+            if self._jobs.get(job.failure_id) is job:
+                del self._jobs[job.failure_id]
+            if job.token is not None:
+                self.ls.work_done_progress.end(job.token, types.WorkDoneProgressEnd(message=record.message))
+            self.ls.changed()
+
+    async def _execute(self, job: Job, record: FailureRecord) -> None:
+        await self._begin_progress(job, record)
+        argv = self.command(job.kind, record.launcher)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv, cwd=record.minifier_dir, env=_child_env(), stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+                limit=EVENT_LINE_LIMIT)
+        except OSError as e:
+            self._fail(job, record, f"cannot start {argv[0]} in {record.minifier_dir}: {e.strerror or e}")
+            return
+        job.process = process
+        self.ls.log(f"{job.failure_id}: started {' '.join(argv)} (pid {process.pid})")
+        if job.cancel_requested:
+            self._terminate(job)
+        assert process.stdout is not None and process.stderr is not None
+        stderr = asyncio.create_task(self._drain_stderr(job, process.stderr))
+        await self._read_events(job, record, process.stdout)
+        code = await process.wait()
+        await stderr
+        self._finish(job, record, code)
+
+    async def _read_events(self, job: Job, record: FailureRecord, stream: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stream.readline()
+            except ValueError:  # longer than EVENT_LINE_LIMIT; the reader has skipped it
+                self._bad_line(job, f"a line longer than {EVENT_LINE_LIMIT >> 20} MiB")
+                continue
+            if not line:
+                return
+            text = line.decode("utf-8", "replace").strip()
+            if not text:
+                continue
+            try:
+                event = parse_event(text)
+            except WireError as e:
+                self._bad_line(job, str(e))
+                continue
+            self._on_event(job, record, event)
+
+    def _on_event(self, job: Job, record: FailureRecord, event: Event) -> None:
+        if isinstance(event, LogEvent):
+            level = types.MessageType.Warning if event.level == "warning" else types.MessageType.Info
+            self.ls.log(f"{job.failure_id}: {event.message}", level)
+            return
+        if isinstance(event, ErrorEvent):
+            job.error = event.message
+        if job.kind == "minify":  # the minifier only reports its clock at checkpoints
+            record.seconds = max(record.seconds or 0.0, round(time.monotonic() - job.started, 1))
+        if record.apply(event):
+            self.ls.refresh_document(graph_uri(record.id))
+        self._report_progress(job, record)
+        self.ls.changed()
+
+    def _bad_line(self, job: Job, why: str) -> None:
+        job.bad_lines += 1
+        if job.bad_lines <= LOGGED_BAD_LINES:
+            more = "; further ones are not logged" if job.bad_lines == LOGGED_BAD_LINES else ""
+            self.ls.log(f"{job.failure_id}: ignored output of aoti-minify: {why}{more}", types.MessageType.Warning)
+
+    async def _drain_stderr(self, job: Job, stream: asyncio.StreamReader) -> None:
+        while True:
+            try:
+                line = await stream.readline()
+            except ValueError:
+                continue
+            if not line:
+                return
+            text = line.decode("utf-8", "replace").rstrip()
+            if text:
+                job.stderr_tail.append(text)
+                self.ls.log(f"{job.failure_id}: {text}", types.MessageType.Log)
+
+    def _finish(self, job: Job, record: FailureRecord, code: int) -> None:
+        if job.cancel_requested or code == ExitCode.CANCELLED:
+            if record.state != "cancelled":
+                record.state = "cancelled"
+                record.message = f"cancelled at {record.progress_line()}" if job.kind == "minify" else \
+                    "reproduction cancelled"
+        elif not (code == ExitCode.OK and record.state == ("minimized" if job.kind == "minify" else "reproduced")):
+            self._fail(job, record, self._explain(job, code))
+            return
+        self.ls.log(f"{job.failure_id}: {job.kind} ended: {record.message}")
+
+    def _explain(self, job: Job, code: int) -> str:
+        if job.error:
+            return job.error
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+            reason = f"aoti-minify was killed by {name}"
+        else:
+            reason = _EXIT_REASONS.get(code, f"aoti-minify exited with status {code}")
+        return f"{reason}: {job.stderr_tail[-1]}" if job.stderr_tail else reason
+
+    def _fail(self, job: Job, record: FailureRecord, message: str) -> None:
+        record.state, record.message = "error", message
+        self.ls.log(f"{job.failure_id}: {job.kind} failed: {message}", types.MessageType.Error)
+        if job.user:
+            self.ls.tell(f"aoti-lens could not {'minify' if job.kind == 'minify' else 'reproduce'} "
+                         f"{job.failure_id}: {message}", types.MessageType.Error)
+
+    async def _begin_progress(self, job: Job, record: FailureRecord) -> None:
+        if not self.ls.supports_progress:
+            return
+        token = str(uuid.uuid4())
+        progress = self.ls.work_done_progress
+        try:
+            await asyncio.wait_for(progress.create_async(token), PROGRESS_CREATE_TIMEOUT)
+        except Exception as e:  # the client refused or never answered: run without a progress bar
+            self.ls.log(f"{job.failure_id}: no progress bar ({type(e).__name__}: {e})", types.MessageType.Warning)
+            return
+        job.token = token
+        progress.begin(token, types.WorkDoneProgressBegin(
+            title=f"{_TITLES[job.kind]} {record.id}", cancellable=True, message=record.message,
+            percentage=0 if job.kind == "minify" else None))
+
+        def on_client_cancel(future: object) -> None:
+            if self._jobs.get(job.failure_id) is job:
+                self._cancel(job, "cancelled from the progress bar")
+
+        progress.tokens[token].add_done_callback(on_client_cancel)
+
+    def _report_progress(self, job: Job, record: FailureRecord) -> None:
+        if job.token is None or record.state not in ("reproducing", "minifying"):  # the end says the rest
+            return
+        percentage = None
+        if job.kind == "minify":
+            start, now = record.nodes_start, record.nodes_now
+            if start and now and start > 1:
+                job.percentage = max(job.percentage, min(100, round(100 * (start - now) / (start - 1))))
+            percentage = job.percentage
+        self.ls.work_done_progress.report(job.token, types.WorkDoneProgressReport(
+            message=record.message, percentage=percentage))
+
+
+def _child_env() -> dict[str, str]:
+    """The configured interpreter brings torch; this server's own `minifier` package comes first on
+    its path, so the events it prints are the schema this server reads."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

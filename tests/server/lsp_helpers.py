@@ -1,0 +1,251 @@
+"""Helpers for the aoti-lsp end-to-end tests (pytest puts this folder on sys.path).
+
+A pytest-lsp client that also answers the server's registerCapability and
+textDocumentContent/refresh requests, a session context manager, waiting helpers, and torch-free
+fake dumps and fake minifiers for the robustness tests."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import stat
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar, Union
+
+from lsprotocol import types
+from minifier.events import Failure, SourceLine, encode_event
+from minifier.signature import KernelRef, Signature
+from minifier.wire import dumps as wire_dumps
+from pygls.protocol import default_converter
+from pygls.uris import from_fs_path
+from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
+from pytest_lsp.client import register_lsp_features
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SERVER = [sys.executable, "-m", "server", "--stdio"]
+T = TypeVar("T")
+
+
+class AotiClient(LanguageClient):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.registrations: list[types.Registration] = []
+        self.refreshes: list[tuple[str, str]] = []  # (uri, its text fetched on the refresh)
+        self.failure_lists: list[list[dict[str, Any]]] = []
+
+    def item(self, launcher: str) -> dict[str, Any] | None:
+        """The latest `aoti/failuresChanged` entry of the failure with this launcher."""
+        wanted = uri(launcher)
+        items = self.failure_lists[-1] if self.failure_lists else []
+        return next((i for i in items if i["launcher"] == wanted), None)
+
+    def state(self, launcher: str) -> str | None:
+        item = self.item(launcher)
+        return item["state"] if item else None
+
+    async def failures(self) -> list[dict[str, Any]]:
+        return plain(await self.protocol.send_request_async("aoti/failures", {}))["failures"]
+
+    async def command(self, name: str, *arguments: Any) -> Any:
+        return await self.workspace_execute_command_async(
+            types.ExecuteCommandParams(command=name, arguments=list(arguments)))
+
+    async def content(self, doc_uri: str) -> str:
+        result = await self.workspace_text_document_content_async(types.TextDocumentContentParams(uri=doc_uri))
+        return result.text
+
+    async def hover(self, doc_uri: str, line: int) -> types.Hover | None:
+        return await self.text_document_hover_async(types.HoverParams(
+            text_document=types.TextDocumentIdentifier(uri=doc_uri), position=types.Position(line=line, character=4)))
+
+    async def code_actions(self, doc_uri: str, diagnostics: list[types.Diagnostic]) -> list[types.CodeAction]:
+        result = await self.text_document_code_action_async(types.CodeActionParams(
+            text_document=types.TextDocumentIdentifier(uri=doc_uri), range=diagnostics[0].range,
+            context=types.CodeActionContext(diagnostics=diagnostics)))
+        return [a for a in result or [] if isinstance(a, types.CodeAction)]
+
+    def logged(self, pattern: str) -> list[re.Match[str]]:
+        return [m for m in (re.search(pattern, p.message) for p in self.log_messages) if m]
+
+
+def converter() -> Any:
+    """lsprotocol 2025.0.0 reads every CodeAction that carries a `command` as a Command (its union
+    hook only checks for the key); a CodeAction's `command` is an object, a Command's a string."""
+    conv = default_converter()
+
+    def command_or_action(obj: Any, _: type) -> types.Command | types.CodeAction:
+        kind = types.Command if isinstance(obj.get("command"), str) else types.CodeAction
+        return conv.structure(obj, kind)
+
+    conv.register_structure_hook(Union[types.Command, types.CodeAction], command_or_action)
+    return conv
+
+
+def make_client() -> AotiClient:
+    client = AotiClient(converter_factory=converter)
+    register_lsp_features(client)
+
+    @client.feature(types.CLIENT_REGISTER_CAPABILITY)
+    def register_capability(params: types.RegistrationParams) -> None:
+        client.registrations.extend(params.registrations)
+
+    @client.feature(types.CLIENT_UNREGISTER_CAPABILITY)
+    def unregister_capability(params: types.UnregistrationParams) -> None:
+        gone = {u.id for u in params.unregisterations}
+        client.registrations[:] = [r for r in client.registrations if r.id not in gone]
+
+    @client.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT_REFRESH)
+    async def refresh(params: types.TextDocumentContentRefreshParams) -> None:
+        client.refreshes.append((params.uri, await client.content(params.uri)))
+
+    @client.feature("aoti/failuresChanged")
+    def failures_changed(params: Any) -> None:
+        client.failure_lists.append(plain(params)["failures"])
+
+    return client
+
+
+def vscode_capabilities() -> types.ClientCapabilities:
+    """VS Code's, plus the LSP 3.18 textDocumentContent client capability vscode-languageclient 10 sends."""
+    capabilities = client_capabilities("visual-studio-code")
+    assert capabilities.workspace is not None
+    capabilities.workspace.text_document_content = types.TextDocumentContentClientCapabilities(
+        dynamic_registration=True)
+    return capabilities
+
+
+@contextlib.asynccontextmanager
+async def lsp_session(workspace: str, settings: dict[str, Any] | None = None,
+                      capabilities: types.ClientCapabilities | None = None,
+                      env: dict[str, str] | None = None) -> AsyncIterator[AotiClient]:
+    config = ClientServerConfig(server_command=SERVER, client_factory=make_client,
+                                server_env={**os.environ, **(env or {})})
+    client = await config.start()
+    assert isinstance(client, AotiClient)
+    try:
+        await client.initialize_session(types.InitializeParams(
+            capabilities=capabilities or vscode_capabilities(),
+            workspace_folders=[types.WorkspaceFolder(uri=uri(workspace), name="workspace")],
+            root_uri=uri(workspace), initialization_options=settings or {}))
+        yield client
+    finally:
+        try:
+            await asyncio.wait_for(client.shutdown_session(), 30)
+        except Exception:
+            if client._server is not None and client._server.returncode is None:
+                client._server.kill()
+        await client.stop()
+
+
+def uri(path: str | os.PathLike[str]) -> str:
+    return from_fs_path(os.path.abspath(path)) or str(path)
+
+
+def plain(obj: Any) -> Any:
+    """pygls hands untyped JSON over as namedtuples; tests want dicts and lists."""
+    if hasattr(obj, "_asdict"):
+        return {k: plain(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain(x) for x in obj]
+    return obj
+
+
+async def until(check: Callable[[], T], what: str, timeout: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        await asyncio.sleep(0.05)
+    return value
+
+
+def processes_in(folder: str) -> list[int]:
+    """Processes whose working directory is inside `folder` (minifier drivers and workers are)."""
+    folder = os.path.realpath(folder)
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd") if entry.isdigit() else ""
+        except OSError:
+            continue
+        if cwd == folder or cwd.startswith(folder + os.sep):
+            pids.append(int(entry))
+    return pids
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ", 1)[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+FAKE_LAUNCHER = """\
+import os
+import torch
+import torch._inductor.config
+torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'compile_error'
+# torch version: 2.13.0+cpu
+exported_program = torch.export.load({pt2!r})
+config_patches = {{}}
+if __name__ == '__main__':
+    from torch._dynamo.repro.aoti import run_repro
+    with torch.no_grad():
+        run_repro(exported_program, config_patches=config_patches, accuracy=False, command='minify',
+                  save_dir=None, check_str=None)
+"""
+FAKE_RUN_REPRO_LINE = 10
+FAKE_KERNEL = '#include <cstdint>\nextern "C" void cpp_fused_relu_0(float* p)\n{\n    auto tmp1 = compile error!;\n}\n'
+
+
+def fake_dump(dest: str, run: str = "run_2026_01_01_00_00_00_000000-pid_1", failure: bool = True,
+              launcher_text: str | None = None) -> str:
+    """A torch-free stand-in for a PyTorch dump: launcher, (empty) .pt2 and, if asked, failure.json
+    naming a kernel file and a model line under `dest`. Returns the launcher's path."""
+    folder = os.path.join(dest, "torch_compile_debug", run, "minifier")
+    os.makedirs(os.path.join(folder, "checkpoints"), exist_ok=True)
+    pt2 = os.path.join(folder, "checkpoints", "exported_program.pt2")
+    with open(pt2, "wb") as f:
+        f.write(b"not a real program")
+    launcher = os.path.join(folder, "minifier_launcher.py")
+    write(launcher, launcher_text if launcher_text is not None else FAKE_LAUNCHER.format(pt2=pt2))
+    if failure:
+        kernel = write(os.path.join(dest, "kernels", "ck.kernel.cpp"), FAKE_KERNEL)
+        model = write(os.path.join(dest, "model.py"), "import torch\n\ndef forward(x):\n    return torch.relu(x)\n")
+        write(os.path.join(folder, "failure.json"), wire_dumps(fake_failure(launcher, kernel, model)))
+    return launcher
+
+
+def fake_failure(launcher: str, kernel: str, model: str) -> Failure:
+    return Failure(
+        launcher=launcher, signature=Signature("CppCompileError", "'compile' was not declared in this scope",
+                                               "compile_error"),
+        headline="‘compile’ was not declared in this scope", details="g++ said no",
+        kernel=KernelRef(name="cpp_fused_relu_0", file=kernel, line=4, column=17, source_nodes=["relu"],
+                         aten_ops=["relu"]),
+        kernel_source=FAKE_KERNEL, model_lines=[SourceLine(file=model, line=4, node="relu",
+                                                           code="return torch.relu(x)")],
+        nodes=5, graph="def forward(self, x):\n    relu = torch.ops.aten.relu.default(x)\n    return (relu,)")
+
+
+def write(path: str, text: str) -> str:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    return path
+
+
+def fake_python(path: str, events: list[Any], tail: str = "exit 0", before: str = "", pause: float = 0.0) -> str:
+    """A stand-in for the minifier's interpreter: a shell script that ignores its arguments, runs
+    `before`, prints these events (objects, or raw strings for garbage), `pause` seconds apart,
+    and then runs `tail`."""
+    lines = [e if isinstance(e, str) else encode_event(e) for e in events]
+    body = "".join(f"cat <<'EVENT'\n{line}\nEVENT\n" + (f"sleep {pause}\n" if pause else "") for line in lines)
+    write(path, f"#!/bin/sh\n{before}\n{body}{tail}\n")
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+    return path

@@ -1,0 +1,125 @@
+"""Real background work on CPU: a minification driven through the code action's command while a
+second failure auto-reproduces and a third one appears, then cancellation of running jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+
+import pytest
+from lsprotocol import types
+
+from lsp_helpers import AotiClient, alive, lsp_session, processes_in, until, uri
+
+pytestmark = pytest.mark.compile
+
+
+def progress(client: AotiClient, title: str) -> tuple[str, list]:
+    """The (token, reports) of the one progress whose begin title is `title`."""
+    [found] = [(token, reports) for token, reports in client.progress_reports.items()
+               if reports and isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].title == title]
+    return found
+
+
+def ended(client: AotiClient, title: str) -> bool:
+    try:
+        return isinstance(progress(client, title)[1][-1], types.WorkDoneProgressEnd)
+    except ValueError:
+        return False
+
+
+async def test_background_minification_with_concurrent_failures(tmp_path, dumps):
+    ws = tmp_path / "ws"
+    a = dumps.get(str(ws / "a"), reproduced=True)  # minified through the code action
+    b = dumps.get(str(ws / "b"))  # no failure.json: reproduced in the background at once
+    repro = os.path.join(os.path.dirname(a), "repro.py")
+    async with lsp_session(str(ws), settings={"trusted": True, "workers": 2}) as client:
+        diagnostics = await until(lambda: client.diagnostics.get(uri(a)), "the launcher diagnostic of a")
+        await until(lambda: client.state(b) == "reproducing", "b to be reproduced in the background")
+        id_a, id_b = client.item(a)["id"], client.item(b)["id"]
+        assert id_a != id_b  # copies of one dump share the run folder's name
+
+        [action] = [x for x in await client.code_actions(uri(a), list(diagnostics)) if x.title == "Minify this failure"]
+        await client.command(action.command.command, *action.command.arguments)
+        await until(lambda: client.state(a) == "minifying", "a to be minifying")
+        doc = types.TextDocumentItem(uri=uri(a), language_id="python", version=1, text=open(a).read())
+        client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=doc))
+        client.text_document_did_close(types.DidCloseTextDocumentParams(
+            text_document=types.TextDocumentIdentifier(uri=uri(a))))
+
+        await client.command("aoti.minify", id_a)  # focuses the running job instead of starting another
+        graph_uri = f"aoti:/{id_a}/graph.py"
+        await until(lambda: [d for d in client.shown_documents if d.uri == graph_uri], "the graph to be shown")
+        assert [x.title for x in await client.code_actions(uri(a), list(client.diagnostics[uri(a)]))] == \
+            ["Show shrinking graph", "Cancel minification", "Show failing kernel"]
+
+        c = dumps.get(str(ws / "c"), reproduced=True)  # a launcher appears while the jobs run
+        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=uri(c), type=types.FileChangeType.Created)]))
+        [on_c] = await until(lambda: client.diagnostics.get(uri(c)), "the diagnostic of the new launcher")
+        assert on_c.message.startswith("AOTI failure: CppCompileError") and client.state(c) == "reproduced"
+        assert client.state(a) == "minifying"
+
+        await until(lambda: client.state(b) == "reproduced", "b to be reproduced", timeout=240)
+        assert client.item(b)["signature"] == "CppCompileError: 'compile' was not declared in this scope"
+        await until(lambda: client.state(a) == "minimized", "a to be minimized", timeout=300)
+
+        item = client.item(a)
+        assert (item["nodesStart"], item["nodesNow"], item["repro"]) == (3, 1, uri(repro))
+        assert re.fullmatch(r"minimized: 3 -> 1 nodes, \d+ queries, \d+ s", item["message"])
+        await until(lambda: ended(client, f"Minifying {id_a}"), "the progress end")
+        _, reports = progress(client, f"Minifying {id_a}")
+        begin, *middle, end = reports
+        assert begin.cancellable and begin.percentage == 0
+        assert middle and all(isinstance(r, types.WorkDoneProgressReport) for r in middle)
+        assert all(re.fullmatch(r"3 -> [123] nodes, \d+ queries, \d+ s", r.message) for r in middle)
+        percentages = [r.percentage for r in middle]
+        assert percentages == sorted(percentages) and percentages[-1] == 100
+        assert end.message == item["message"]
+        assert ended(client, f"Reproducing {id_b}")
+
+        texts = [text for doc_uri, text in client.refreshes if doc_uri == graph_uri]
+        nodes = [int(re.match(r"# (?:\d+ -> )*(\d+) nodes", t).group(1)) for t in texts]
+        assert nodes == sorted(set(nodes), reverse=True) and nodes[-1] == 1  # 3 -> 2 -> 1 or 3 -> 1
+        assert re.match(r"# 3 -> (2 -> )?1 nodes", texts[-1]) and "relu" in texts[-1]
+
+        [on_repro] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic")
+        assert on_repro.severity == types.DiagnosticSeverity.Information
+        assert on_repro.message == "minimal repro: 1 node, reproduces CppCompileError: " \
+                                   "'compile' was not declared in this scope"
+        await client.command("aoti.openRepro", id_a)
+        await until(lambda: client.shown_documents[-1].uri == uri(repro), "repro.py to be shown")
+        assert {i["state"] for i in await client.failures()} == {"minimized", "reproduced"}
+    assert not [m for m in client.messages if m.type == types.MessageType.Error]
+    await until(lambda: processes_in(str(tmp_path)) == [], "no process left behind", timeout=15)
+
+
+async def test_cancel_by_command_and_from_the_progress_bar(tmp_path, dumps):
+    ws = tmp_path / "ws"
+    a = dumps.get(str(ws / "a"), reproduced=True)
+    b = dumps.get(str(ws / "b"), reproduced=True)
+    async with lsp_session(str(ws), settings={"trusted": True, "workers": 1, "autoReproduce": False}) as client:
+        await until(lambda: client.item(a) and client.item(b), "discovery")
+        id_a, id_b = client.item(a)["id"], client.item(b)["id"]
+        for failure_id in (id_a, id_b):
+            await client.command("aoti.minify", failure_id)
+        started = await until(lambda: len(client.logged(r"\(pid \d+\)$")) == 2 and client.logged(r"\(pid (\d+)\)$"),
+                              "both children to start")
+        pids = [int(m.group(1)) for m in started]
+        await asyncio.sleep(2)  # into the minifier's worker start-up
+
+        await client.command("aoti.cancel", id_a)
+        token_b, _ = progress(client, f"Minifying {id_b}")
+        client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token_b))
+
+        await until(lambda: client.state(a) == client.state(b) == "cancelled", "both to be cancelled", timeout=60)
+        await until(lambda: ended(client, f"Minifying {id_a}") and ended(client, f"Minifying {id_b}"),
+                    "both progress ends")
+        assert all(client.item(p)["message"].startswith("cancelled at 3") for p in (a, b))
+        assert client.logged(f"{id_a}: cancelling minify \\(cancelled by the user\\)")
+        assert client.logged(f"{id_b}: cancelling minify \\(cancelled from the progress bar\\)")
+        assert not any(alive(pid) for pid in pids)
+        await until(lambda: processes_in(str(tmp_path)) == [], "the minifiers' workers to be gone", timeout=20)
+        await client.command("aoti.cancel", id_a)
+        await until(lambda: any("nothing is running" in m.message for m in client.messages), "a no-op answer")

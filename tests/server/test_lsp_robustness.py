@@ -1,0 +1,251 @@
+"""aoti-lsp against torch-free fake dumps and fake minifiers: what must hold without compiling
+anything (no torch import, bad launchers, children that crash, print garbage or lose their run
+folder, event -> progress/refresh ordering, clients without progress or dynamic registration,
+malformed client messages, workspace trust changes, debugDirRoots)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import pytest
+from lsprotocol import types
+from minifier.events import CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, LogEvent, StartEvent
+from minifier.signature import Signature
+
+from lsp_helpers import (FAKE_RUN_REPRO_LINE, alive, fake_dump, fake_python, lsp_session, processes_in, until, uri,
+                         vscode_capabilities, write)
+
+
+async def test_server_never_imports_torch(tmp_path):
+    """A `torch` that refuses to import sits first on the server's path; a full session with a
+    failure (discovery, diagnostics, hover, documents, actions) must never touch it."""
+    marker = tmp_path / "torch-was-imported"
+    write(str(tmp_path / "poison" / "torch" / "__init__.py"),
+          f"open({str(marker)!r}, 'w').close()\nraise ImportError('aoti-lsp imported torch')\n")
+    launcher = fake_dump(str(tmp_path / "ws"))
+    kernel = str(tmp_path / "ws" / "kernels" / "ck.kernel.cpp")
+    async with lsp_session(str(tmp_path / "ws"), env={"PYTHONPATH": str(tmp_path / "poison")}) as client:
+        diagnostics = await until(lambda: client.diagnostics.get(uri(launcher)), "the launcher diagnostic")
+        assert await client.hover(uri(kernel), 3)
+        assert await client.code_actions(uri(launcher), list(diagnostics))
+        [item] = await client.failures()
+        assert "def forward" in await client.content(item["graphUri"])
+    assert not marker.exists()
+
+
+async def test_bad_launchers_get_one_clear_diagnostic_and_no_actions(tmp_path):
+    ws = str(tmp_path / "ws")
+    ran = tmp_path / "minifier-ran"
+    python = fake_python(str(tmp_path / "python"), [], before=f"touch {ran}")
+    not_python = fake_dump(ws, "run_1-pid_1", failure=False, launcher_text="def broken(:\n")
+    no_pt2 = fake_dump(ws, "run_2-pid_2", failure=False)
+    os.remove(os.path.join(os.path.dirname(no_pt2), "checkpoints", "exported_program.pt2"))
+    dynamo = fake_dump(ws, "run_3-pid_3", failure=False, launcher_text=(
+        "from torch._dynamo.repro.after_aot import run_repro\nrun_repro(None)\n"))
+    good = fake_dump(ws, "run_4-pid_4")
+    async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
+        await until(lambda: all(client.diagnostics.get(uri(p)) for p in (not_python, no_pt2, dynamo, good)),
+                    "diagnostics on all four launchers")
+        reasons = {not_python: "not valid Python", no_pt2: "exported program is missing", dynamo: "not for AOTInductor"}
+        for launcher, reason in reasons.items():
+            [diagnostic] = client.diagnostics[uri(launcher)]
+            assert diagnostic.range.start.line == 0 and diagnostic.severity == types.DiagnosticSeverity.Error
+            assert reason in diagnostic.message and "cannot use this launcher" in diagnostic.message
+            assert await client.code_actions(uri(launcher), [diagnostic]) == []
+            assert client.state(launcher) == "error"
+        bad_id = client.item(no_pt2)["id"]
+        await client.command("aoti.minify", bad_id)
+        await until(lambda: any("cannot use the launcher" in m.message for m in client.messages), "a refusal")
+        [diagnostic] = client.diagnostics[uri(good)]
+        assert diagnostic.range.start.line == FAKE_RUN_REPRO_LINE
+        assert "CppCompileError" in diagnostic.message
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize("tail, expected", [
+    ("kill -SEGV $$", "killed by SIGSEGV"),
+    ("exit 4", "no torch in this interpreter"),
+])
+async def test_minifier_child_crashing_or_printing_garbage(tmp_path, tail, expected):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws, failure=False)
+    events = ["this is not JSON", '{"event": "nonsense", "v": 1}', '{"event": "log", "message": "x", "v": 99}',
+              LogEvent(message="reproducing"), "\x00\xff garbage"]
+    if tail == "exit 4":
+        events.append(ErrorEvent(code="environment", message="no torch in this interpreter"))
+    python = fake_python(str(tmp_path / "python"), events, tail=f"echo '[aoti-minify] stderr line' >&2\n{tail}")
+    async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
+        await until(lambda: client.state(launcher) == "error", "the error state")
+        assert expected in client.item(launcher)["message"]
+        assert len(client.logged("ignored output of aoti-minify")) == 4
+        assert client.logged(r"v99 is not the supported v1")
+        assert client.logged(r"\[aoti-minify\] stderr line")
+        [diagnostic] = client.diagnostics[uri(launcher)]
+        assert "aoti-minify failed" in diagnostic.message and expected in diagnostic.message
+        assert not [m for m in client.messages if m.type == types.MessageType.Error], "background runs do not pop up"
+        assert len(await client.failures()) == 1  # still serving
+
+
+async def test_run_folder_deleted_while_its_job_runs(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    run_dir = os.path.dirname(os.path.dirname(launcher))
+    python = fake_python(str(tmp_path / "python"), [StartEvent(nodes=5, signature=Signature("E", "m"))],
+                         tail="echo \"pid $$\" >&2\nexec sleep 60")
+    async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
+        await until(lambda: client.item(launcher), "discovery")
+        await client.command("aoti.minify", client.item(launcher)["id"])
+        [pid] = [int(m.group(1)) for m in await until(lambda: client.logged(r": pid (\d+)$"), "the child's pid")]
+        shutil.rmtree(run_dir)
+        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
+            changes=[types.FileEvent(uri=uri(run_dir), type=types.FileChangeType.Deleted)]))
+        await until(lambda: client.failure_lists[-1] == [], "the failure to go away")
+        await until(lambda: not client.diagnostics[uri(launcher)], "its diagnostics to be cleared")
+        await until(lambda: not alive(pid), "the child to be stopped", timeout=15)
+        assert client.logged(r"was deleted")
+        assert await client.failures() == []
+
+
+async def test_client_without_progress_dynamic_registration_or_show_document(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    folder = os.path.dirname(launcher)
+    repro = os.path.join(folder, "repro.py")
+    signature = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
+    python = fake_python(str(tmp_path / "python"), [
+        StartEvent(nodes=5, signature=signature, graph="def forward(self, x): ..."),
+        CandidateEvent(nodes=3, verdict="fails", seconds=1.0, queries=1),
+        CheckpointEvent(nodes=3, path=os.path.join(folder, "checkpoints", "3.py"), graph="g3", queries=1, seconds=1),
+        CheckpointEvent(nodes=1, path=os.path.join(folder, "checkpoints", "1.py"), graph="g1", queries=2, seconds=2),
+        DoneEvent(nodes=1, repro=repro, queries=2, seconds=2.5, start_nodes=5, signature=signature),
+    ], before=f"echo '# repro' > {repro}")
+    capabilities = types.ClientCapabilities(
+        workspace=types.WorkspaceClientCapabilities(
+            did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=False)),
+        window=types.WindowClientCapabilities(work_done_progress=False))
+    async with lsp_session(ws, settings={"trusted": True, "python": python}, capabilities=capabilities) as client:
+        await until(lambda: client.item(launcher), "discovery")
+        failure_id = client.item(launcher)["id"]
+        await client.command("aoti.minify", failure_id)
+        await until(lambda: client.state(launcher) == "minimized", "the minimized state")
+        item = client.item(launcher)
+        assert (item["nodesStart"], item["nodesNow"], item["queries"]) == (5, 1, 2)
+        assert item["repro"] == uri(repro) and item["message"] == "minimized: 5 -> 1 nodes, 2 queries, 2 s"
+        [diagnostic] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic")
+        assert diagnostic.severity == types.DiagnosticSeverity.Information
+        assert diagnostic.message == "minimal repro: 1 node, reproduces CppCompileError: " \
+                                     "'compile' was not declared in this scope"
+        assert (await client.content(item["graphUri"])).startswith("# 5 -> 3 -> 1 nodes, 2 queries, 2 s\n")
+        await client.command("aoti.openRepro", failure_id)
+        await until(lambda: any(uri(repro) in m.message for m in client.messages), "the repro location")
+        assert client.progress_reports == {} and client.registrations == [] and client.shown_documents == []
+        assert client.refreshes == []  # no textDocumentContent capability, no refresh requests
+        assert client.logged("cannot watch files")
+    assert processes_in(str(tmp_path)) == []
+
+
+async def test_graph_refreshes_and_progress_follow_checkpoints_in_order(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    folder = os.path.dirname(launcher)
+    signature = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
+    checkpoints = [CheckpointEvent(nodes=n, path=os.path.join(folder, "checkpoints", f"{n}.py"), graph=f"graph_{n}",
+                                   queries=q, seconds=q) for n, q in ((4, 1), (2, 3), (1, 5))]
+    python = fake_python(str(tmp_path / "python"), [
+        StartEvent(nodes=5, signature=signature, graph="graph_5"),
+        CandidateEvent(nodes=4, verdict="fails", seconds=1.0, queries=1), *checkpoints,
+        DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=5, seconds=5, start_nodes=5,
+                  signature=signature)], pause=0.3)
+    async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
+        await until(lambda: client.item(launcher), "discovery")
+        failure_id = client.item(launcher)["id"]
+        await client.command("aoti.minify", failure_id)
+        await until(lambda: client.state(launcher) == "minimized", "the minimized state")
+        assert [(u, t.splitlines()[0], t.splitlines()[-1]) for u, t in client.refreshes] == [
+            (f"aoti:/{failure_id}/graph.py", header, f"graph_{n}") for header, n in (
+                ("# 5 -> 4 nodes, 1 queries, 1 s", 4), ("# 5 -> 4 -> 2 nodes, 3 queries, 3 s", 2),
+                ("# 5 -> 4 -> 2 -> 1 nodes, 5 queries, 5 s", 1))]
+        [(token, reports)] = client.progress_reports.items()
+        await until(lambda: isinstance(reports[-1], types.WorkDoneProgressEnd), "the progress end")
+        begin, *middle, end = reports
+        assert begin.title == f"Minifying {failure_id}" and begin.cancellable
+        assert [r.percentage for r in middle] == [0, 0, 25, 75, 100]
+        assert [r.message.split(",")[0] for r in middle] == ["5 -> 5 nodes"] * 2 + ["5 -> 4 nodes", "5 -> 2 nodes",
+                                                                                     "5 -> 1 nodes"]
+        assert end.message == "minimized: 5 -> 1 nodes, 5 queries, 5 s"
+
+
+async def test_malformed_client_messages_are_logged_and_the_server_keeps_serving(tmp_path):
+    launcher = fake_dump(str(tmp_path / "ws"))
+    async with lsp_session(str(tmp_path / "ws")) as client:
+        await until(lambda: client.item(launcher), "discovery")
+        for body in (b'{"jsonrpc": "2.0", "method": "workspace/didChangeWatchedFiles", "params": {"changes": 7}}',
+                     b'{"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration", '
+                     b'"params": {"settings": {"aoti": {"workers": "many", "python": 3}}}}',
+                     b'{"jsonrpc": "2.0", "method": "aoti/unknown", "params": {}}'):
+            client.protocol.writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        await until(lambda: client.logged("setting python=3 ignored"), "the bad settings to be reported")
+        assert client.logged(r"aoti-lsp internal error .*caused by ClassValidationError: While structuring "
+                             r"DidChangeWatchedFilesNotification")
+        assert client.logged("setting workers='many' ignored: expected an integer >= 1")
+        assert len(await client.failures()) == 1
+        assert client.messages == []  # nothing popped up
+
+
+async def test_trust_granted_later_starts_background_work_and_revoking_it_stops_it(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws, failure=False)
+    python = fake_python(str(tmp_path / "python"), [], tail="echo \"pid $$\" >&2\nexec sleep 60")
+    async with lsp_session(ws, settings={"python": python}) as client:
+        await until(lambda: client.state(launcher) == "found", "discovery")
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"aoti": {"trusted": True}}))
+        await until(lambda: client.state(launcher) == "reproducing", "the background reproduction")
+        [pid] = [int(m.group(1)) for m in await until(lambda: client.logged(r": pid (\d+)$"), "the child's pid")]
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"trusted": False}))
+        await until(lambda: client.state(launcher) == "cancelled", "the reproduction to be cancelled")
+        assert not alive(pid) and client.logged("no longer trusted")
+        [diagnostic] = client.diagnostics[uri(launcher)]
+        assert diagnostic.message == "AOTI failure dumped here; cancelled: reproduction cancelled"
+
+
+async def test_debug_dir_roots_outside_the_workspace(tmp_path):
+    ws, elsewhere = tmp_path / "ws", tmp_path / "elsewhere"
+    ws.mkdir()
+    launcher = fake_dump(str(elsewhere))
+    capabilities = vscode_capabilities()
+    capabilities.workspace.did_change_watched_files.relative_pattern_support = True
+    async with lsp_session(str(ws), capabilities=capabilities) as client:
+        await until(lambda: client.logged(r"scanned .*: 0 AOTI failure"), "the scan of an empty workspace")
+        [first] = await until(lambda: client.registrations, "the file watchers")
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
+            settings={"aoti": {"debugDirRoots": ["../elsewhere"]}}))
+        await until(lambda: client.item(launcher), "the dump outside the workspace")
+        assert client.diagnostics[uri(launcher)][0].range.start.line == FAKE_RUN_REPRO_LINE
+        [second] = await until(lambda: [r for r in client.registrations if r.id != first.id], "new file watchers")
+        assert client.registrations == [second]  # the first ones were unregistered
+        relative = [w["globPattern"] for w in second.register_options["watchers"] if isinstance(w["globPattern"], dict)]
+        assert {g["baseUri"] for g in relative} == {uri(elsewhere)} and len(relative) == 3
+        shutil.rmtree(elsewhere)
+        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"debugDirRoots": []}))
+        await until(lambda: client.failure_lists[-1] == [], "the dump to be forgotten")
+
+
+async def test_minify_during_a_background_reproduction_replaces_it(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws, failure=False)
+    folder = os.path.dirname(launcher)
+    signature = Signature("E", "m")
+    python = fake_python(str(tmp_path / "python"), [
+        StartEvent(nodes=2, signature=signature),
+        DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=1, seconds=1, start_nodes=2),
+    ], before='if [ "$3" = run ]; then exec sleep 60; fi')
+    async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
+        await until(lambda: client.logged(r"started .* -m minifier run "), "the background reproduction")
+        await client.command("aoti.minify", client.item(launcher)["id"])
+        await until(lambda: client.state(launcher) == "minimized", "the minification")
+        assert client.logged(r"cancelling run \(minification requested\)")
+        states = [items[0]["state"] for items in client.failure_lists]
+        assert [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s] == \
+            ["reproducing", "cancelled", "minifying", "minimized"]

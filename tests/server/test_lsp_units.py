@@ -1,0 +1,36 @@
+"""The server's pure pieces: settings, aoti: URIs, mapping watched paths to launchers."""
+
+from __future__ import annotations
+
+import sys
+
+from server.discovery import launcher_for
+from server.protocol import Settings, VirtualDoc, graph_uri, kernel_uri, original_uri, parse_uri
+
+
+def test_settings_merge_keeps_absent_keys_and_reports_bad_values():
+    settings, problems = Settings().merged({"trusted": True, "workers": 2, "debugDirRoots": ["/d"]})
+    assert (settings.trusted, settings.workers, settings.debug_dir_roots, problems) == (True, 2, ("/d",), [])
+    settings, problems = settings.merged({"aoti": {"workers": 0, "timeout": 30, "python": "", "devices": None}})
+    assert (settings.trusted, settings.workers, settings.timeout) == (True, 2, 30.0)
+    assert (settings.python, settings.devices) == (sys.executable, "")
+    assert problems == ["setting workers=0 ignored: expected an integer >= 1"]
+    assert settings.merged(None) == (settings, [])
+    assert settings.merged([1])[1] == ["settings must be an object, got list"]
+
+
+def test_virtual_document_uris_round_trip():
+    run = "run_2026_11_29_16_34_13_593805-pid_1859~2"
+    assert parse_uri(graph_uri(run)) == VirtualDoc(run, "graph")
+    assert parse_uri(original_uri(run)) == VirtualDoc(run, "original")
+    assert parse_uri(kernel_uri(run, "cpp_fused_relu_0")) == VirtualDoc(run, "kernel", "cpp_fused_relu_0")
+    assert parse_uri("aoti:/run%5F1/graph.py") == VirtualDoc("run_1", "graph")
+    assert parse_uri("aoti:/run_1/other.py") is None and parse_uri("file:///run_1/graph.py") is None
+
+
+def test_watched_paths_map_to_their_launcher():
+    launcher = "/w/torch_compile_debug/run_1/minifier/minifier_launcher.py"
+    for path in (launcher, "/w/torch_compile_debug/run_1", "/w/torch_compile_debug/run_1/minifier/failure.json",
+                 "/w/torch_compile_debug/run_1/minifier/checkpoints/3.py"):
+        assert launcher_for(path) == launcher
+    assert launcher_for("/w/torch_compile_debug") is None and launcher_for("/w/src/model.py") is None
