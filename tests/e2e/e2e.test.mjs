@@ -1,0 +1,257 @@
+// End-to-end: the built .vsix in a real VS Code (code-server 4.100.3) driven in Debian's Chromium,
+// on a workspace holding a real CPU AOTI failure. Screenshots of each step go to .artifacts/e2e/.
+//   bash .ci/e2e-setup.sh && npm run test:e2e
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import * as h from './harness.mjs';
+
+const MINIFY_TIMEOUT = Number(process.env.AOTI_E2E_MINIFY_TIMEOUT || 300) * 1000;
+const SIGNATURE = /CppCompileError|not declared/;
+
+let browser;
+
+before(async () => {
+  h.checkPrerequisites();
+  rmSync(h.ARTIFACTS, { recursive: true, force: true });
+  h.buildVsix();
+  browser = await h.launchBrowser();
+});
+
+after(async () => {
+  await browser?.close();
+});
+
+/** "73 -> 58 -> 12 nodes" / "73 nodes" in a graph document's header: the chain of node counts. */
+function nodeChain(text) {
+  const m = /(\d+)((?:\s*->\s*\d+)*)\s+nodes?\b/.exec(text.replace(/\u00a0/g, ' '));
+  return m ? m[0].match(/\d+/g).map(Number) : null;
+}
+
+async function openFailuresView(page) {
+  await page.locator('.activitybar .action-item a[aria-label="AOTI"], .activitybar .action-item .action-label[aria-label="AOTI"]').first().click();
+  await page.locator('.pane-header[aria-label*="AOTI Failures"]').first().waitFor({ state: 'attached', timeout: 20_000 });
+  // Widen the side bar (drag its sash) so the screenshots show the whole row: label, state, node count.
+  const box = await page.locator('.part.sidebar').first().boundingBox();
+  if (box && box.width < 600) {
+    const x = box.x + box.width + 1;
+    const y = box.y + box.height / 2;
+    await page.mouse.move(x, y);
+    await page.mouse.down();
+    await page.mouse.move(x + 300, y, { steps: 10 });
+    await page.mouse.up();
+  }
+}
+
+async function contextAction(page, rowText, action) {
+  const row = h.treeRow(page, rowText);
+  await row.click({ button: 'right' });
+  await h.clickMenuItem(page, action);
+}
+
+async function openProblems(page) {
+  await page.keyboard.press('Escape');
+  await page.keyboard.press('Control+Shift+M');
+  await page.locator('.markers-panel').first().waitFor({ timeout: 10_000 });
+}
+
+async function graphDocument(page, rowText) {
+  await contextAction(page, rowText, 'Open shrinking graph');
+  await h.until('graph.py to open', async () => /graph\.py/.test(await h.activeTabTitle(page)), { timeout: 30_000 });
+  return h.until('the graph document to show a node count', async () => {
+    const text = await h.activeEditorText(page);
+    const chain = nodeChain(text);
+    return chain ? { text, chain } : null;
+  }, { timeout: 30_000 });
+}
+
+test('tree, kernel diagnostic, minify from the tree, repro.py from Problems, shrinking graph', { timeout: 20 * 60_000 }, async () => {
+  const dump = h.makeWorkspace('main');
+  const cs = await h.startCodeServer(dump.ws, { settings: { 'aoti.python': h.PYTHON, 'aoti.workers': 2 } });
+  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+  try {
+    await h.openWorkbench(page, cs.folderUrl);
+
+    // 1. The AOTI Failures tree lists the failure with its signature.
+    await openFailuresView(page);
+    const row = await h.until('the AOTI Failures tree to list the failure', async () => (await h.treeRows(page)).find((t) => SIGNATURE.test(t)), { timeout: 90_000 });
+    h.log(`tree row: ${JSON.stringify(row)}`);
+    await h.shot(page, '01-tree');
+
+    // 2. The Problems panel shows the diagnostic on the failing C++ kernel line.
+    await openProblems(page);
+    const problems = await h.until('a kernel-line diagnostic in Problems', async () => {
+      const rows = await h.problemRows(page);
+      return rows.some((r) => /\.cpp\b/.test(r)) && rows.some((r) => SIGNATURE.test(r)) ? rows : null;
+    }, { timeout: 60_000 });
+    h.log(`problems: ${JSON.stringify(problems)}`);
+    await h.shot(page, '02-problems');
+
+    // 3. The shrinking graph before minifying: its starting node count.
+    const before = await graphDocument(page, 'CppCompileError');
+    const startNodes = before.chain[0];
+    h.log(`graph before: ${before.chain.join(' -> ')} nodes`);
+    await h.shot(page, '03-graph-before');
+
+    // 4. Minify from the tree's context menu; the status bar shows the job.
+    await contextAction(page, 'CppCompileError', 'Minify');
+    const status = page.locator('.statusbar-item', { hasText: 'AOTI:' }).first();
+    await h.until('the tree or status bar to show the job', async () => {
+      const rows = await h.treeRows(page);
+      return rows.some((r) => /minifying|minimized/.test(r)) || (await status.isVisible().catch(() => false));
+    }, { timeout: 60_000 });
+    await h.shot(page, '04-minifying');
+    const done = await h.until('the failure to be minimized', async () => {
+      const rows = await h.treeRows(page);
+      const failed = rows.find((r) => /\berror\b/.test(r) && !SIGNATURE.test(r));
+      if (failed) throw new Error(`job failed: ${failed}`);
+      return rows.find((r) => /minimized/.test(r));
+    }, { timeout: MINIFY_TIMEOUT, interval: 2000 });
+    h.log(`tree row after: ${JSON.stringify(done)}`);
+    assert.ok(existsSync(join(dump.minifierDir, 'repro.py')), 'repro.py written next to the launcher');
+
+    // 5. repro.py opens from its Problems-panel row.
+    await openProblems(page);
+    const reproRow = page.locator('.markers-panel .monaco-list-row', { hasText: /minimal repro/ }).first();
+    await reproRow.waitFor({ timeout: 60_000 });
+    await reproRow.click();
+    await h.until('repro.py to be the active editor', async () => /repro\.py/.test(await h.activeTabTitle(page)), { timeout: 30_000 });
+    const reproText = await h.activeEditorText(page);
+    assert.match(reproText.replace(/\u00a0/g, ' '), /torch/);
+    await h.shot(page, '05-repro-from-problems');
+
+    // 6. The shrinking graph now shows fewer nodes than it started with.
+    const afterDoc = await graphDocument(page, 'CppCompileError');
+    const endNodes = afterDoc.chain[afterDoc.chain.length - 1];
+    h.log(`graph after: ${afterDoc.chain.join(' -> ')} nodes`);
+    assert.ok(endNodes < startNodes, `graph shrank: ${startNodes} -> ${endNodes}`);
+    await h.shot(page, '06-graph-after');
+    cs.cleanup();
+    rmSync(dump.ws, { recursive: true, force: true });
+  } catch (e) {
+    await h.shot(page, 'failed-main').catch(() => undefined);
+    h.log(`kept for a look: ${dump.ws}, code-server log ${cs.logFile}`);
+    throw e;
+  } finally {
+    await page.close();
+    await cs.stop();
+  }
+});
+
+test('untrusted: listed, nothing runs; trusted: reproduced; minify cancelled from the status bar', { timeout: 10 * 60_000 }, async () => {
+  // The residual model: its minification takes long enough to cancel it reliably.
+  const dump = h.makeWorkspace('untrusted', { reproduce: false, model: 'residual' });
+  const before = new Set(readdirSync(dump.minifierDir));
+  const cs = await h.startCodeServer(dump.ws, { settings: { 'aoti.python': h.PYTHON }, trust: false, label: 'untrusted' });
+  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+  try {
+    await h.openWorkbench(page, cs.folderUrl);
+    await openFailuresView(page);
+    const rows = await h.until('the tree to list the failure and the Restricted Mode notice', async () => {
+      const r = await h.treeRows(page);
+      return r.some((t) => /Restricted Mode/.test(t)) && r.some((t) => /found|AOTI failure/.test(t)) ? r : null;
+    }, { timeout: 90_000 });
+    h.log(`untrusted tree: ${JSON.stringify(rows)}`);
+
+    // Minify is refused with an explanation, and nothing runs.
+    const failureRow = rows.find((t) => !/Restricted Mode/.test(t)).split('\n')[0];
+    await contextAction(page, failureRow, 'Minify');
+    const toast = page.locator('.notifications-toasts .notification-toast', { hasText: /untrusted/ }).first();
+    await toast.waitFor({ timeout: 20_000 });
+    await openProblems(page);
+    await new Promise((r) => setTimeout(r, 5000));
+    await h.shot(page, '07-untrusted');
+    const now = readdirSync(dump.minifierDir).filter((f) => !before.has(f));
+    assert.deepEqual(now, [], `nothing may be written in an untrusted workspace, found ${now}`);
+
+    // Granting trust reaches the server (didChangeConfiguration): autoReproduce now runs the failure.
+    await h.runCommand(page, 'Manage Workspace Trust');
+    const trust = page.locator('.workspace-trust-editor .monaco-button', { hasText: /^Trust/ }).first();
+    await trust.waitFor({ timeout: 20_000 });
+    await trust.click();
+    await h.until('the failure to be reproduced once trusted', async () => {
+      const r = await h.treeRows(page);
+      return !r.some((t) => /Restricted Mode/.test(t)) && r.some((t) => SIGNATURE.test(t) && /reproduced/.test(t));
+    }, { timeout: 180_000, interval: 1000 });
+    assert.ok(existsSync(join(dump.minifierDir, 'failure.json')), 'failure.json written after trust was granted');
+    await h.shot(page, '09-trusted');
+
+    // Minify, then cancel from the status-bar item: the job stops and leaves no process behind.
+    await contextAction(page, 'CppCompileError', 'Minify');
+    const status = page.locator('.statusbar-item', { hasText: 'AOTI: minifying' }).first();
+    await status.waitFor({ timeout: 60_000 });
+    await h.shot(page, '10-minifying-status');
+    await status.click();
+    const pick = page.locator('.quick-input-widget .monaco-list-row', { hasText: 'Cancel' }).first();
+    await pick.waitFor({ timeout: 10_000 });
+    await pick.click();
+    await h.until('the job to be cancelled', async () => (await h.treeRows(page)).some((t) => /cancelled/.test(t)), { timeout: 60_000 });
+    await h.until('the status-bar item to go', async () => !(await status.isVisible()), { timeout: 20_000 });
+    const jobs = () => h.processesIn(dump.ws).filter((p) => !/code-server/.test(p.cmdline)); // code-server's own cmdline names the folder
+    const left = await h.until('the minifier processes to end', async () => (jobs().length === 0 ? [] : null), { timeout: 30_000 }).catch(() => jobs());
+    assert.deepEqual(left, [], `processes left after cancel: ${JSON.stringify(left)}`);
+    await h.shot(page, '11-cancelled');
+    cs.cleanup();
+    rmSync(dump.ws, { recursive: true, force: true });
+  } catch (e) {
+    await h.shot(page, 'failed-untrusted').catch(() => undefined);
+    h.log(`kept for a look: ${dump.ws}, code-server log ${cs.logFile}`);
+    throw e;
+  } finally {
+    await page.close();
+    await cs.stop();
+  }
+});
+
+test('an interpreter without aoti-lens: one actionable notification, no retry loop', { timeout: 5 * 60_000 }, async () => {
+  const ws = mkdtempSync(join(tmpdir(), 'aoti-e2e-badpy-'));
+  const venv = join(ws, '.bare-venv'); // a Python without aoti-lens (and without pip or torch)
+  execFileSync('python3', ['-m', 'venv', '--without-pip', venv]);
+  const python = join(venv, 'bin', 'python');
+  const cs = await h.startCodeServer(ws, { settings: { 'aoti.python': python }, label: 'badpy' });
+  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+  try {
+    await h.openWorkbench(page, cs.folderUrl);
+    await openFailuresView(page);
+    await h.until('the tree to say the server is not running', async () => (await h.treeRows(page)).some((t) => /Language server not running/.test(t)), { timeout: 60_000 });
+    const toasts = page.locator('.notifications-toasts .notification-toast', { hasText: 'aoti-lens' });
+    await toasts.first().waitFor({ timeout: 20_000 });
+    await new Promise((r) => setTimeout(r, 10_000)); // a retry loop would add notifications by now
+    const texts = await toasts.allInnerTexts();
+    h.log(`notifications: ${JSON.stringify(texts)}`);
+    assert.equal(texts.length, 1, `exactly one notification, got ${texts.length}`);
+    assert.match(texts[0], /lacks the language server/);
+    assert.ok(texts[0].includes(`${python} -m pip install aoti-lens`), texts[0]);
+    assert.match(texts[0], /Copy Command/);
+    await h.shot(page, '08-bad-interpreter');
+
+    // "Open Settings" leads to aoti.python; fixing it restarts the server at once (no reload).
+    await toasts.first().locator('.monaco-button', { hasText: 'Open Settings' }).click();
+    // aoti.python is machine-overridable: in code-server (a remote window) it lives in the Remote tab.
+    const remoteTab = page.locator('.settings-editor .settings-tabs-widget .action-label', { hasText: 'Remote' }).first();
+    if (await remoteTab.count()) await remoteTab.click();
+    const input = page.locator('.settings-editor .setting-item-contents', { hasText: 'Python' }).locator('input').first();
+    await input.waitFor({ timeout: 20_000 });
+    await h.shot(page, '12-open-settings');
+    await input.fill(h.PYTHON);
+    await input.press('Tab');
+    await h.until('the server to start with the fixed interpreter', async () => {
+      const rows = await h.treeRows(page);
+      const welcome = await page.locator('.pane-body', { hasText: 'No AOTI failures found yet' }).count();
+      return !rows.some((t) => /Language server not running/.test(t)) && welcome > 0;
+    }, { timeout: 60_000 });
+    await h.shot(page, '13-interpreter-fixed');
+    cs.cleanup();
+    rmSync(ws, { recursive: true, force: true });
+  } catch (e) {
+    await h.shot(page, 'failed-badpy').catch(() => undefined);
+    h.log(`kept for a look: ${ws}, code-server log ${cs.logFile}`);
+    throw e;
+  } finally {
+    await page.close();
+    await cs.stop();
+  }
+});

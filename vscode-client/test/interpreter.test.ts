@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import * as os from 'node:os';
+import { test } from 'node:test';
+import {
+  DEFAULT_PYTHON,
+  installCommand,
+  parseProbe,
+  probeInterpreter,
+  probeProblem,
+  resolveInterpreter,
+  shellQuote,
+} from '../src/interpreter';
+
+const never = async () => {
+  throw new Error('must not be asked');
+};
+
+test('the aoti.python setting wins', async () => {
+  assert.deepEqual(await resolveInterpreter('/opt/py/bin/python', never), { command: '/opt/py/bin/python', source: 'setting' });
+  assert.deepEqual(await resolveInterpreter('${workspaceFolder}/.venv/bin/python', never, { workspaceFolder: '/ws' }), {
+    command: '/ws/.venv/bin/python',
+    source: 'setting',
+  });
+});
+
+test('then the Python extension interpreter', async () => {
+  assert.deepEqual(await resolveInterpreter('', async () => '/env/bin/python'), { command: '/env/bin/python', source: 'python-extension' });
+  assert.deepEqual(await resolveInterpreter(undefined, async () => '/env/bin/python'), { command: '/env/bin/python', source: 'python-extension' });
+});
+
+test('else python3 (extension missing, silent or failing)', async () => {
+  const fallback = { command: DEFAULT_PYTHON, source: 'default' };
+  assert.deepEqual(await resolveInterpreter('  ', async () => undefined), fallback);
+  assert.deepEqual(await resolveInterpreter(undefined, async () => ''), fallback);
+  assert.deepEqual(await resolveInterpreter(undefined, async () => { throw new Error('python extension broke'); }), fallback);
+});
+
+test('parseProbe: ok, missing server, missing torch', () => {
+  const ok = parseProbe('noise\nAOTI_PROBE {"executable": "/v/bin/python", "version": "3.11.7", "server": true, "error": "", "torch": true}\n', '');
+  assert.equal(ok.status, 'ok');
+  assert.equal(ok.torch, true);
+  assert.equal(probeProblem('/v/bin/python', ok), null);
+
+  const noServer = parseProbe('AOTI_PROBE {"server": false, "error": "ModuleNotFoundError: No module named \'server\'", "torch": false}', '');
+  assert.equal(noServer.status, 'no-server');
+  assert.equal(noServer.torch, false);
+  const text = probeProblem('/usr/bin/python3', noServer) ?? '';
+  assert.match(text, /lacks the language server/);
+  assert.match(text, /\/usr\/bin\/python3 -m pip install aoti-lens/);
+});
+
+test('parseProbe: interpreter missing or broken', () => {
+  const enoent = Object.assign(new Error('spawn nope ENOENT'), { code: 'ENOENT' });
+  const missing = parseProbe('', '', enoent);
+  assert.equal(missing.status, 'no-interpreter');
+  assert.match(probeProblem('nope', missing) ?? '', /was not found/);
+  const broken = parseProbe('', 'Traceback...\nSyntaxError: bad\n', Object.assign(new Error('exit 1'), { code: 1 as unknown as string }));
+  assert.equal(broken.status, 'broken');
+  assert.match(broken.detail, /SyntaxError/);
+});
+
+test('install command quotes odd paths', () => {
+  assert.equal(installCommand('/v/bin/python', 'server', 'linux'), '/v/bin/python -m pip install aoti-lens');
+  assert.equal(installCommand('/my env/python', 'torch', 'linux'), "'/my env/python' -m pip install torch");
+  assert.equal(shellQuote('C:\\Py 3\\python.exe', 'win32'), '"C:\\Py 3\\python.exe"');
+});
+
+test('probing a real interpreter without the server, and a missing one', async () => {
+  const missing = await probeInterpreter('/nonexistent/bin/python-aoti', os.tmpdir());
+  assert.equal(missing.status, 'no-interpreter');
+  // The system python3 exists on every machine that runs these tests, but has no aoti-lens.
+  const system = await probeInterpreter('python3', os.tmpdir());
+  assert.ok(['ok', 'no-server'].includes(system.status), JSON.stringify(system));
+  assert.match(system.version ?? '', /^3\./);
+});
