@@ -151,6 +151,24 @@ def render_repro(spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: s
     return "\n".join(lines)
 
 
+def read_repro_graph(path: str) -> str | None:
+    """The readable graph written as comments at the top of a checkpoint or repro.py (see render_repro)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("# def forward")), None)
+    if start is None:
+        return None
+    graph = []
+    for line in lines[start:]:
+        if not line.startswith("#"):
+            break
+        graph.append(line[2:])
+    return "\n".join(graph).rstrip()
+
+
 def _pt2_line(pt2_name: str) -> str:
     return f"exported_program = torch.export.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), {pt2_name!r}))"
 

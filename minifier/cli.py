@@ -18,6 +18,7 @@ import os
 import signal
 import subprocess
 import sys
+import traceback
 
 from .artifacts import OutputError
 from .events import ErrorEvent
@@ -108,8 +109,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _interrupt)
+    args = build_parser().parse_args(argv)
     if args.command == "demo":
         return demo(args)
     if args.command == "capture":
@@ -153,6 +154,10 @@ def execute(command: str, options: Options) -> int:
     except PoolError as e:
         code = {"bad_input": ExitCode.BAD_INPUT, "environment": ExitCode.ENVIRONMENT}.get(e.code, ExitCode.INTERNAL)
         return _fail(reporter, code, str(e))
+    except Exception as e:  # a bug in aoti-lens: say so, with the traceback, in the documented way
+        reporter.say(traceback.format_exc())
+        return _fail(reporter, ExitCode.INTERNAL, f"aoti-lens internal error: {type(e).__name__}: {e} "
+                     "(please report it with the traceback above)")
 
 
 def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:

@@ -40,6 +40,7 @@ class Progress:
     started: float = field(default_factory=time.monotonic)
     queries: int = 0
     checkpoint: str | None = None
+    checkpoint_nodes: int | None = None
 
     @property
     def seconds(self) -> float:
@@ -135,7 +136,7 @@ class PoolOracle:
                   f"reproduces: {self.target.describe() if self.target else 'the original failure'}"]
         path = write_checkpoint(self.session.layout, self.session.spec, self.session.accuracy, len(candidate),
                                 outcome.pt2, outcome.code, header, self.session.options.imports)
-        self.progress.checkpoint = path
+        self.progress.checkpoint, self.progress.checkpoint_nodes = path, len(candidate)
         self.reporter.emit(CheckpointEvent(nodes=len(candidate), path=path, graph=outcome.code,
                                            queries=self.progress.queries, seconds=self.progress.seconds))
         self.reporter.say(f"{self.progress.line()} | checkpoint {path}")
@@ -165,7 +166,6 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         final = minimize(space, current, oracle, max_granularity=options.max_granularity)
         return finish(session, oracle, final, reporter)
     except KeyboardInterrupt:
-        pool.close()
         cancel(session, progress, reporter)
         raise
     finally:
@@ -245,12 +245,15 @@ def _detail(result: Result) -> str:
 
 def finish(session: Session, oracle: PoolOracle, final: Candidate, reporter: Reporter) -> DoneEvent:
     progress = oracle.progress
-    if progress.checkpoint is None and not oracle.write_checkpoint(final):
-        raise RuntimeError(f"the final graph could not be saved; see the worker logs in {session.layout.work}")
+    if progress.checkpoint_nodes != len(final) and not oracle.write_checkpoint(final):
+        if progress.checkpoint is None:
+            raise RuntimeError(f"no failing graph could be saved; see the worker logs in {session.layout.work}")
+        reporter.log(f"the {len(final)}-node graph could not be saved; repro.py is the "
+                     f"{progress.checkpoint_nodes}-node checkpoint", "warning")
     repro = write_repro(session.layout, progress.checkpoint)
     if session.options.copy_to:
         reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")
-    done = DoneEvent(nodes=len(final), repro=repro, queries=progress.queries, seconds=progress.seconds,
+    done = DoneEvent(nodes=progress.checkpoint_nodes, repro=repro, queries=progress.queries, seconds=progress.seconds,
                      start_nodes=progress.start_nodes, signature=oracle.target)
     reporter.emit(done)
     return done
@@ -261,7 +264,8 @@ def cancel(session: Session, progress: Progress | None, reporter: Reporter) -> N
     checkpoint = progress.checkpoint if progress else None
     if checkpoint:
         write_repro(session.layout, checkpoint)
-    reporter.emit(CancelledEvent(nodes=progress.nodes if progress else 0, checkpoint=checkpoint,
+    reporter.emit(CancelledEvent(nodes=(progress.checkpoint_nodes or progress.nodes) if progress else 0,
+                                 checkpoint=checkpoint,
                                  queries=progress.queries if progress else 0,
                                  seconds=progress.seconds if progress else 0.0))
     reporter.say(f"cancelled; best so far: {checkpoint or 'none'}")

@@ -11,7 +11,9 @@ import argparse
 import importlib
 import os
 import shutil
+import signal
 import sys
+import threading
 import time
 import traceback
 
@@ -203,7 +205,21 @@ def _remove(path: str) -> None:
         pass
 
 
+def _die_with_driver() -> None:
+    """Workers lead their own process group so a timeout can kill their compiler children too; a
+    driver killed outright (SIGKILL) cannot do that, so each worker watches for it and goes."""
+    driver = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(1)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=watch, daemon=True, name="driver-watch").start()
+
+
 def main() -> None:
+    _die_with_driver()
     parser = argparse.ArgumentParser(prog="python -m minifier.worker")
     parser.add_argument("--in", dest="fd_in", type=int, required=True)
     parser.add_argument("--out", dest="fd_out", type=int, required=True)

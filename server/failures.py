@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from minifier.events import (CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, Event, Failure,
                              FailureEvent, StartEvent, load_failure)
+from minifier.artifacts import read_repro_graph
 from minifier.launcher import BadLauncher, LauncherSpec, read_launcher
 from minifier.signature import KernelRef, Signature
 from pygls.uris import from_fs_path
@@ -33,6 +34,7 @@ class OnDisk:
     failure: Failure | None
     failure_problem: str | None
     repro: str | None
+    repro_graph: str | None
     checkpoint_nodes: int | None
 
 
@@ -54,8 +56,9 @@ def read_disk(launcher: str) -> OnDisk | None:
         except (OSError, ValueError) as e:
             failure_problem = f"{failure_json} is unreadable ({e}); reproduce the failure to rewrite it"
     repro = os.path.join(folder, "repro.py")
+    has_repro = os.path.isfile(repro)
     return OnDisk(launcher=launcher, spec=spec, problem=problem, failure=failure, failure_problem=failure_problem,
-                  repro=repro if os.path.isfile(repro) else None,
+                  repro=repro if has_repro else None, repro_graph=read_repro_graph(repro) if has_repro else None,
                   checkpoint_nodes=_smallest_checkpoint(os.path.join(folder, "checkpoints")))
 
 
@@ -140,8 +143,7 @@ class FailureRecord:
         counts = " -> ".join(map(str, self.history or ([start] if start else ["?"])))
         line = f"# {counts} nodes, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
         target = self.signature.describe() if self.signature else "not reproduced yet"
-        note = "# minimized in an earlier session: repro.py holds the smallest graph; below is the original\n" \
-            if self.repro and not self.graph else ""
+        note = "# repro.py's graph could not be read; below is the original\n" if self.repro and not self.graph else ""
         return f"{line}\n# {self.state}: {target}\n{note}"
 
     def current_graph(self) -> str:
@@ -166,6 +168,7 @@ class FailureRecord:
         if disk.repro and disk.checkpoint_nodes is not None and not self.history:
             self.nodes_start = self.failure.nodes if self.failure else None
             self.nodes_now = disk.checkpoint_nodes
+            self.graph = disk.repro_graph
         if new_result:
             self.state = "minimized" if disk.repro else "reproduced" if disk.failure else "found"
             self.message = disk.failure_problem or self._settled_message()

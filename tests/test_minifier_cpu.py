@@ -88,6 +88,22 @@ def test_killed_worker_does_not_stop_the_run(dumps, tmp_path):
     assert isinstance(events[-1], DoneEvent) and events[-1].nodes == 1
 
 
+def test_workers_die_with_a_killed_driver(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path))
+    proc = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--workers", "2"],
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    for line in proc.stderr:
+        if "minifying" in line:
+            break
+    assert workers_in(os.path.dirname(launcher))
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while workers_in(os.path.dirname(launcher)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert workers_in(os.path.dirname(launcher)) == []
+
+
 def test_cancel_keeps_the_best_checkpoint_as_repro(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), model="residual", blocks=2, reproduced=True)
     proc = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2",
