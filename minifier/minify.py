@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from . import protocol as p
 from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
-from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, Failure, StartEvent, Verdict, load_failure
+from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
 from .protocol import GraphInfo
 from .provenance import kernel_slices, read_kernel_source, resolve_kernel
 from .search import Candidate, Space, make_closure, minimize
@@ -179,7 +179,7 @@ def first_round(session: Session, oracle: PoolOracle, space: Space, graph: Graph
     The round ends as soon as the whole graph's failure is known and a smaller candidate fails the
     same way; slices still queued then are never compiled."""
     full = frozenset(space.order)
-    saved = _saved_failure(session)
+    saved = session.saved_failure()
     oracle.target = saved.signature if saved else None
     slices = _slices(session, graph, space, saved.kernel if saved else None)
     sanity_needed = not session.options.skip_sanity
@@ -217,13 +217,6 @@ def sanity(session: Session, oracle: PoolOracle, full: Candidate) -> Signature:
         raise DoesNotFail(f"the graph fails, but its error does not match --check-str {session.check_str!r}: "
                           f"{signature.describe()}")
     return signature
-
-
-def _saved_failure(session: Session) -> Failure | None:
-    try:
-        return load_failure(session.layout.failure_json)
-    except (OSError, ValueError):
-        return None
 
 
 def _slices(session: Session, graph: GraphInfo, space: Space, kernel: KernelRef | None) -> list[Candidate]:

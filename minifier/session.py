@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from . import protocol as p
 from .artifacts import Layout, layout_for, prepare
-from .events import Event, LogEvent, Verdict, encode_event, load_failure
+from .events import Event, Failure, LogEvent, Verdict, encode_event, load_failure
 from .launcher import LauncherSpec, read_launcher
 from .signature import ErrorAnalysis, Signature, crash_signature
 from .workers import Pool, PoolConfig, Result
@@ -93,9 +93,10 @@ class Session:
         return Pool(PoolConfig(init=init, log_dir=self.layout.work, size=size, devices=self.options.devices,
                                timeout=self.options.timeout))
 
-    def saved_failure_signature(self) -> Signature | None:
+    def saved_failure(self) -> Failure | None:
+        """What an earlier `aoti-minify run` wrote, if anything readable."""
         try:
-            return load_failure(self.layout.failure_json).signature
+            return load_failure(self.layout.failure_json)
         except (OSError, ValueError):
             return None
 
