@@ -230,11 +230,14 @@ test('an interpreter without aoti-lens: one actionable notification, no retry lo
 
     // "Open Settings" leads to aoti.python; fixing it restarts the server at once (no reload).
     await toasts.first().locator('.monaco-button', { hasText: 'Open Settings' }).click();
-    // aoti.python is machine-overridable: in code-server (a remote window) it lives in the Remote tab.
+    // aoti.python is machine-overridable: in code-server (a remote window) it lives in the Remote tab, which
+    // the settings editor renders a moment after it opens on the User tab.
     const remoteTab = page.locator('.settings-editor .settings-tabs-widget .action-label', { hasText: 'Remote' }).first();
-    if (await remoteTab.count()) await remoteTab.click();
     const input = page.locator('.settings-editor .setting-item-contents', { hasText: 'Python' }).locator('input').first();
-    await input.waitFor({ timeout: 20_000 });
+    await h.until('the aoti.python setting to show', async () => {
+      if (await remoteTab.count()) await remoteTab.click();
+      return (await input.count()) > 0 && (await input.isVisible());
+    }, { timeout: 30_000 });
     await h.shot(page, '12-open-settings');
     await input.fill(h.PYTHON);
     await input.press('Tab');
