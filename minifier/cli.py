@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "capture":
         return capture(args)
     options = Options(**{k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__})
-    options.devices = [d for d in args.devices.split(",") if d] or default_devices()
+    options.devices = [d for d in args.devices.split(",") if d] or list(default_devices())
     return execute(args.command, options)
 
 

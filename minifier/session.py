@@ -5,6 +5,7 @@ Torch-free: the driver process only parses, schedules and writes; workers do all
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -149,8 +150,10 @@ def default_workers() -> int:
     return max(1, min(8, os.cpu_count() or 1), len(default_devices()))
 
 
+@functools.cache
 def default_devices() -> list[str]:
-    """GPUs the workers are spread over (round robin), found without importing torch."""
+    """GPUs the workers are spread over (round robin), found without importing torch. Cached: the
+    command line asks for it several times (worker and device defaults) and nvidia-smi is slow."""
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
         return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
