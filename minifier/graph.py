@@ -132,10 +132,12 @@ def concrete_values(flat: FlatProgram) -> tuple[dict[str, torch.Tensor], str | N
             args, kwargs = pytree.tree_map_only(fx.Node, lambda a: env[a.name], (node.args, node.kwargs))
             try:
                 env[node.name] = node.target(*args, **kwargs)
+                if isinstance(env[node.name], torch.Tensor):
+                    # the copy waits for the kernel, so a CUDA kernel's own fault (a user Triton kernel
+                    # reading out of bounds) is raised here, at the node that caused it
+                    values[node.name] = env[node.name].detach().to("cpu").clone()
             except Exception as e:  # the eager model itself fails: no values past this node
                 return values, f"eager run failed at {node.name}: {type(e).__name__}: {e}"
-            if isinstance(env[node.name], torch.Tensor):
-                values[node.name] = env[node.name].detach().to("cpu").clone()
     return values, None
 
 
