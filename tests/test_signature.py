@@ -61,6 +61,16 @@ def test_normalize_masks_paths_hashes_addresses_numbers():
     assert normalize(cuda) == cuda
 
 
+def test_a_wild_pointer_is_one_bug_whichever_cuda_error_reports_it():
+    def cuda(message: str) -> Signature:
+        return analyze_error("AcceleratorError", f"CUDA error: {message}\nSearch for `cudaError...`").signature
+    illegal, address_space = cuda("an illegal memory access was encountered"), cuda(
+        "operation not supported on global/shared address space")
+    assert illegal.matches(address_space) and address_space.matches(illegal)
+    assert not illegal.matches(cuda("device-side assert triggered"))
+    assert not illegal.matches(cuda("misaligned address"))
+
+
 def test_kernel_ops_segments_with_vocabulary_and_skips_unknown_words():
     assert kernel_ops("cpp_fused_add_native_layer_norm_relu_4", {"add", "native_layer_norm", "relu"}) == [
         "add", "native_layer_norm", "relu"]
