@@ -19,7 +19,7 @@ from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
 from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
 from .protocol import GraphInfo
 from .provenance import kernel_slices, read_kernel_source, resolve_kernel
-from .search import Candidate, Space, make_closure, minimize
+from .search import Candidate, Space, make_closure, minimize, smallest_failure_known
 from .session import Reporter, Session, classify, log_pool_warnings, result_signature
 from .signature import KernelRef, Signature
 from .workers import Pool, Result
@@ -65,12 +65,10 @@ class PoolOracle:
         self.warned: set[str] = set()
 
     def first_failing(self, candidates: Sequence[Candidate]) -> Candidate | None:
-        def failing() -> list[Candidate]:
-            return [c for c in candidates if self.verdicts.get(c) == "fails"]
-
-        if not failing():
-            self.test([c for c in candidates if c not in self.verdicts], stop=lambda: bool(failing()))
-        found = failing()
+        if not smallest_failure_known(candidates, self.verdicts):
+            self.test([c for c in candidates if c not in self.verdicts],
+                      stop=lambda: smallest_failure_known(candidates, self.verdicts))
+        found = [c for c in candidates if self.verdicts.get(c) == "fails"]
         return self.accept(min(found, key=len)) if found else None
 
     def test(self, candidates: Sequence[Candidate], stop: Callable[[], bool]) -> None:
@@ -176,8 +174,8 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
 def first_round(session: Session, oracle: PoolOracle, space: Space, graph: GraphInfo, reporter: Reporter) -> Candidate:
     """The sanity check and the kernel-origin slices, tested concurrently.
 
-    The round ends as soon as the whole graph's failure is known and a smaller candidate fails the
-    same way; slices still queued then are never compiled."""
+    The round ends as soon as the whole graph's failure is known and a slice fails the same way with
+    no smaller slice left untested; larger slices still compiling then are cancelled."""
     full = frozenset(space.order)
     saved = session.saved_failure()
     oracle.target = saved.signature if saved else None
@@ -190,7 +188,7 @@ def first_round(session: Session, oracle: PoolOracle, space: Space, graph: Graph
                 return False
             oracle.target = sanity(session, oracle, full)
             oracle.reclassify()
-        return any(v == "fails" for c, v in oracle.verdicts.items() if c != full)
+        return smallest_failure_known(slices, oracle.verdicts)
 
     oracle.test([full, *slices] if sanity_needed else slices, stop=settled)
     if sanity_needed and full not in oracle.results:

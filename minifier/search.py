@@ -10,7 +10,7 @@ single node makes the failure go away.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -46,6 +46,14 @@ def make_closure(args: dict[str, list[str]], cuttable: set[str]) -> Callable[[It
         return frozenset(kept)
 
     return closure
+
+
+def smallest_failure_known(candidates: Sequence[Candidate], verdicts: Mapping[Candidate, str]) -> bool:
+    """Some candidate fails and none smaller is still untested: a round tested concurrently may end.
+    Waiting for a smaller one costs one small compile; taking the first to fail cost whole rounds on the
+    H200, where a 4-node slice whose kernels were cached beat the 1-node slice compiling beside it."""
+    failing = [len(c) for c in candidates if verdicts.get(c) == "fails"]
+    return bool(failing) and not any(len(c) < min(failing) for c in candidates if c not in verdicts)
 
 
 def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None) -> Candidate:

@@ -1,6 +1,6 @@
 """The search over node sets, with oracles that stand for known bug shapes."""
 
-from minifier.search import Space, make_closure, minimize
+from minifier.search import Space, make_closure, minimize, smallest_failure_known
 
 
 class CountingOracle:
@@ -67,3 +67,13 @@ def test_max_granularity_starts_with_small_chunks():
     calls.clear()
     minimize(space, frozenset(names), Recorder(lambda c: "n9" in c))
     assert calls[0] == 16
+
+
+def test_a_concurrent_round_waits_for_smaller_candidates_but_not_larger_ones():
+    one, four, six = frozenset("a"), frozenset("abcd"), frozenset("abcdef")
+    round_ = [one, four, six]
+    assert not smallest_failure_known(round_, {})
+    assert not smallest_failure_known(round_, {four: "fails"})  # the 1-node slice is still compiling
+    assert smallest_failure_known(round_, {four: "fails", one: "passes"})  # 6 is cancelled
+    assert smallest_failure_known(round_, {one: "fails"})
+    assert not smallest_failure_known(round_, {one: "passes", four: "passes"})
