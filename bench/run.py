@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -71,9 +72,9 @@ def main() -> int:
     print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
           f"cores={os.cpu_count()}", flush=True)
     try:
+        launchers = dump_all(scratch, chosen, args.device)
         for name in chosen:
-            model, blocks, bug = WORKLOADS[name]
-            launcher = dump(os.path.join(scratch, name, "dump"), model, blocks, bug, args.device)
+            launcher = launchers[name]
             skip = args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))
             theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
                       else run_pytorch(relocate_dump(launcher, os.path.join(scratch, name, "pytorch")), name, args.pytorch_timeout))
@@ -90,6 +91,14 @@ def main() -> int:
     print(table(rows))
     print(f"\nresults: {out}")
     return 0
+
+
+def dump_all(scratch: str, names: list[str], device: str) -> dict[str, str]:
+    """Dumps are not timed, so they are made side by side before the timed runs start."""
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        made = {name: pool.submit(dump, os.path.join(scratch, name, "dump"), *WORKLOADS[name], device)
+                for name in names}
+    return {name: future.result() for name, future in made.items()}
 
 
 def dump(out: str, model: str, blocks: int, bug: str, device: str) -> str:

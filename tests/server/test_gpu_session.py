@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from lsprotocol import types
@@ -59,12 +60,14 @@ def captured(folder, bug: str, model: str) -> str:
 
 async def test_gpu_failures_through_the_language_server(tmp_path, dumps):
     ws = tmp_path / "ws"
-    launchers = {
-        "triton_compile_error": dumps.get(str(ws / "compile"), device="cuda"),
-        "accuracy": dumps.get(str(ws / "accuracy"), bug="accuracy", device="cuda"),
-        "device_assert": captured(ws / "assert", "'runtime_error'", "build('seed')"),
-        "out_of_bounds": captured(ws / "oob", "None", "(OutOfBounds(), (torch.randn(8, 10),))"),
-    }
+    with ThreadPoolExecutor() as pool:  # four independent compiles: side by side, not one after another
+        made = {
+            "triton_compile_error": pool.submit(dumps.get, str(ws / "compile"), device="cuda"),
+            "accuracy": pool.submit(dumps.get, str(ws / "accuracy"), bug="accuracy", device="cuda"),
+            "device_assert": pool.submit(captured, ws / "assert", "'runtime_error'", "build('seed')"),
+            "out_of_bounds": pool.submit(captured, ws / "oob", "None", "(OutOfBounds(), (torch.randn(8, 10),))"),
+        }
+    launchers = {name: future.result() for name, future in made.items()}
     settings = {"trusted": True, "workers": 4, "imports": [IMPORT]}
     async with lsp_session(str(ws), settings=settings) as client:
         for launcher in launchers.values():
