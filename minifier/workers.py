@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -270,6 +270,13 @@ class Pool:
         self.slots = []
 
 
+def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` for a Python child that must import this very `minifier` (first on its path, so that
+    driver, workers and server speak one protocol version) and print unbuffered."""
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")])),
+            "PYTHONUNBUFFERED": "1"}
+
+
 def _worker_env(config: PoolConfig, index: int) -> dict[str, str]:
     env = dict(os.environ)
     for key, value in config.init.launcher.env.items():  # the launcher's own environment lines
@@ -277,8 +284,7 @@ def _worker_env(config: PoolConfig, index: int) -> dict[str, str]:
             env.pop(key, None)
         else:
             env[key] = value
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
+    env = with_this_package(env)
     env.setdefault("LC_ALL", "C.UTF-8")
     if config.devices:
         env["CUDA_VISIBLE_DEVICES"] = config.devices[index % len(config.devices)]

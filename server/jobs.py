@@ -17,11 +17,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-import minifier
 from lsprotocol import types
 from minifier.cli import ExitCode
 from minifier.events import ErrorEvent, Event, LogEvent, parse_event
 from minifier.wire import WireError
+from minifier.workers import with_this_package
 
 from .failures import FailureRecord
 from .protocol import graph_uri
@@ -36,7 +36,6 @@ BACKGROUND_SLOTS = 2  # auto-reproduce compiles a whole model; more at once only
 EVENT_LINE_LIMIT = 64 << 20  # a failure event carries the graph, kernel source and error text
 LOGGED_BAD_LINES = 5
 PROGRESS_CREATE_TIMEOUT = 5.0
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(minifier.__file__)))
 
 _TITLES = {"run": "Reproducing", "minify": "Minifying"}
 _EXIT_REASONS: dict[int, str] = {
@@ -172,7 +171,7 @@ class Jobs:
         argv = self.command(job.kind, record.launcher)
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, cwd=record.minifier_dir, env=_child_env(), stdin=asyncio.subprocess.DEVNULL,
+                *argv, cwd=record.minifier_dir, env=with_this_package(os.environ), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
                 limit=EVENT_LINE_LIMIT)
         except OSError as e:
@@ -301,15 +300,6 @@ class Jobs:
             percentage = job.percentage
         self.ls.work_done_progress.report(job.token, types.WorkDoneProgressReport(
             message=record.message, percentage=percentage))
-
-
-def _child_env() -> dict[str, str]:
-    """The configured interpreter brings torch; this server's own `minifier` package comes first on
-    its path, so the events it prints are the schema this server reads."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
