@@ -68,11 +68,28 @@ async function graphDocument(page, rowText, accept = () => true) {
   }, { timeout: 30_000 });
 }
 
+// A page on a started code-server. A passing test removes its workspace and logs; a failing one leaves
+// both, with a screenshot, for a look.
+async function inWorkbench(ws, cs, label, body) {
+  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+  try {
+    await body(page);
+    cs.cleanup();
+    rmSync(ws, { recursive: true, force: true });
+  } catch (e) {
+    await h.shot(page, `failed-${label}`).catch(() => undefined);
+    h.log(`kept for a look: ${ws}, code-server log ${cs.logFile}`);
+    throw e;
+  } finally {
+    await page.close();
+    await cs.stop();
+  }
+}
+
 test('tree, kernel diagnostic, minify from the tree, repro.py from Problems, shrinking graph', { timeout: 20 * 60_000 }, async () => {
   const dump = h.makeWorkspace('main');
   const cs = await h.startCodeServer(dump.ws, { settings: { 'aoti.python': h.PYTHON, 'aoti.workers': 2 } });
-  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
-  try {
+  await inWorkbench(dump.ws, cs, 'main', async (page) => {
     await h.openWorkbench(page, cs.folderUrl);
 
     // 1. The AOTI Failures tree lists the failure with its signature.
@@ -131,16 +148,7 @@ test('tree, kernel diagnostic, minify from the tree, repro.py from Problems, shr
     h.log(`graph after: ${afterDoc.chain.join(' -> ')} nodes`);
     assert.ok(endNodes < startNodes, `graph shrank: ${startNodes} -> ${endNodes}`);
     await h.shot(page, '06-graph-after');
-    cs.cleanup();
-    rmSync(dump.ws, { recursive: true, force: true });
-  } catch (e) {
-    await h.shot(page, 'failed-main').catch(() => undefined);
-    h.log(`kept for a look: ${dump.ws}, code-server log ${cs.logFile}`);
-    throw e;
-  } finally {
-    await page.close();
-    await cs.stop();
-  }
+  });
 });
 
 test('untrusted: listed, nothing runs; trusted: reproduced; minify cancelled from the status bar', { timeout: 10 * 60_000 }, async () => {
@@ -148,8 +156,7 @@ test('untrusted: listed, nothing runs; trusted: reproduced; minify cancelled fro
   const dump = h.makeWorkspace('untrusted', { reproduce: false, model: 'residual', blocks: 24 });
   const before = new Set(readdirSync(dump.minifierDir));
   const cs = await h.startCodeServer(dump.ws, { settings: { 'aoti.python': h.PYTHON }, trust: false, label: 'untrusted' });
-  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
-  try {
+  await inWorkbench(dump.ws, cs, 'untrusted', async (page) => {
     await h.openWorkbench(page, cs.folderUrl);
     await openFailuresView(page);
     const rows = await h.until('the tree to list the failure and the Restricted Mode notice', async () => {
@@ -196,16 +203,7 @@ test('untrusted: listed, nothing runs; trusted: reproduced; minify cancelled fro
     const left = await h.until('the minifier processes to end', async () => (jobs().length === 0 ? [] : null), { timeout: 30_000 }).catch(() => jobs());
     assert.deepEqual(left, [], `processes left after cancel: ${JSON.stringify(left)}`);
     await h.shot(page, '11-cancelled');
-    cs.cleanup();
-    rmSync(dump.ws, { recursive: true, force: true });
-  } catch (e) {
-    await h.shot(page, 'failed-untrusted').catch(() => undefined);
-    h.log(`kept for a look: ${dump.ws}, code-server log ${cs.logFile}`);
-    throw e;
-  } finally {
-    await page.close();
-    await cs.stop();
-  }
+  });
 });
 
 test('an interpreter without aoti-lens: one actionable notification, no retry loop', { timeout: 5 * 60_000 }, async () => {
@@ -214,8 +212,7 @@ test('an interpreter without aoti-lens: one actionable notification, no retry lo
   execFileSync('python3', ['-m', 'venv', '--without-pip', venv]);
   const python = join(venv, 'bin', 'python');
   const cs = await h.startCodeServer(ws, { settings: { 'aoti.python': python }, label: 'badpy' });
-  const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
-  try {
+  await inWorkbench(ws, cs, 'badpy', async (page) => {
     await h.openWorkbench(page, cs.folderUrl);
     await openFailuresView(page);
     await h.until('the tree to say the server is not running', async () => (await h.treeRows(page)).some((t) => /Language server not running/.test(t)), { timeout: 60_000 });
@@ -249,14 +246,5 @@ test('an interpreter without aoti-lens: one actionable notification, no retry lo
       return !rows.some((t) => /Language server not running/.test(t)) && welcome > 0;
     }, { timeout: 60_000 });
     await h.shot(page, '13-interpreter-fixed');
-    cs.cleanup();
-    rmSync(ws, { recursive: true, force: true });
-  } catch (e) {
-    await h.shot(page, 'failed-badpy').catch(() => undefined);
-    h.log(`kept for a look: ${ws}, code-server log ${cs.logFile}`);
-    throw e;
-  } finally {
-    await page.close();
-    await cs.stop();
-  }
+  });
 });
