@@ -33,7 +33,7 @@ def render(ls: AotiLanguageServer, uri: str) -> str:
         return f"{record.graph_header()}\n{graph}\n"
     if doc.kind == "original":
         graph = record.original_graph() or "# the original graph is known once the failure is reproduced"
-        nodes = record.nodes_start or (record.failure.nodes if record.failure else "?")
+        nodes = record.nodes_at_start or "?"
         return f"# original graph of {record.id}: {nodes} nodes\n\n{graph}\n"
     if doc.kernel == record.kernel_name and record.failure and record.failure.kernel_source:
         return record.failure.kernel_source

@@ -131,15 +131,20 @@ class FailureRecord:
             grouped.setdefault(key, ModelLine(source.file, source.line, [], source.code)).nodes.append(source.node)
         return list(grouped.values())
 
+    @property
+    def nodes_at_start(self) -> int | None:
+        """From the running job, else from the last `run`'s failure.json."""
+        return self.nodes_start or (self.failure.nodes if self.failure else None)
+
     def nodes_line(self) -> str:
-        start = self.nodes_start or (self.failure.nodes if self.failure else None)
+        start = self.nodes_at_start
         return f"{start} -> {self.nodes_now} nodes" if start and self.nodes_now else f"{start or '?'} nodes"
 
     def progress_line(self) -> str:
         return f"{self.nodes_line()}, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
 
     def graph_header(self) -> str:
-        start = self.nodes_start or (self.failure.nodes if self.failure else None)
+        start = self.nodes_at_start
         counts = " -> ".join(map(str, self.history or ([start] if start else ["?"])))
         line = f"# {counts} nodes, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
         target = self.signature.describe() if self.signature else "not reproduced yet"
@@ -236,7 +241,7 @@ class FailureRecord:
             state=self.state,
             signature=self.signature.describe() if self.signature else None,
             kind=self.signature.kind if self.signature else None,
-            nodes_start=self.nodes_start or (self.failure.nodes if self.failure else None),
+            nodes_start=self.nodes_at_start,
             nodes_now=self.nodes_now,
             queries=self.queries,
             seconds=self.seconds,
