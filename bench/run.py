@@ -7,8 +7,10 @@
 For each workload PyTorch dumps a real failure once; each tool then minifies its own copy of it
 (PyTorch by running the dumped minifier_launcher.py, aoti-lens by `aoti-minify minify`, without a
 prior `run`). It prints wall time, compile queries and final graph size (compute nodes) for both and
-the ratios, and writes the table as JSON lines. "floor" is what one compile of the original graph plus one
-of the final graph cost in that same run (from aoti-minify's events): the least any minifier must pay.
+the ratios, and writes the table as JSON lines and each aoti-lens run's worker timeline (bench/timeline.py)
+beside it. "floor" is what one compile of the original graph plus one of the final graph cost in that same
+run (from aoti-minify's events); "start-up" is how long its first worker took to import torch and Inductor
+and load the program. Any minifier pays start-up + floor at least.
 Nothing here is asserted: it measures.
 """
 
@@ -30,6 +32,7 @@ from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from minifier.artifacts import relocate_dump  # noqa: E402
+from timeline import start_up, timeline  # noqa: E402  (bench/timeline.py, beside this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = {
@@ -52,6 +55,7 @@ class Measure:
     nodes: int | None
     start_nodes: int | None = None
     floor: float | None = None  # one compile of the original + one of the final graph, as measured in this run
+    start_up: float | None = None  # a worker's start: torch, Inductor and the program loaded (bench/timeline.py)
     note: str = ""
 
 
@@ -69,6 +73,7 @@ def main() -> int:
     scratch = tempfile.mkdtemp(prefix="aoti-bench-")
     out = args.out or os.path.join(ROOT, "bench", f"results-{args.device}.jsonl")
     rows: list[tuple[Measure, Measure]] = []
+    timelines: list[str] = []
     print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
           f"cores={os.cpu_count()}", flush=True)
     try:
@@ -78,13 +83,18 @@ def main() -> int:
             skip = args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))
             theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
                       else run_pytorch(relocate_dump(launcher, os.path.join(scratch, name, "pytorch")), name, args.pytorch_timeout))
-            ours = run_ours(relocate_dump(launcher, os.path.join(scratch, name, "ours")), name, args.workers)
+            ours_dir = os.path.join(scratch, name, "ours")
+            ours = run_ours(relocate_dump(launcher, ours_dir), name, args.workers)
+            ours.start_up = start_up(ours_dir)
+            timelines += [f"# {name}", *timeline(ours_dir), ""]
             rows.append((theirs, ours))
             print(row_text(theirs, ours), flush=True)
     finally:
         with open(out, "w") as f:
             for theirs, ours in rows:
                 f.write(json.dumps(asdict(theirs)) + "\n" + json.dumps(asdict(ours)) + "\n")
+        with open(os.path.splitext(out)[0] + "-timeline.txt", "w") as f:
+            f.write("\n".join(timelines))
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     print()
@@ -160,14 +170,23 @@ def row_text(theirs: Measure, ours: Measure) -> str:
 
 def table(rows: list[tuple[Measure, Measure]]) -> str:
     lines = ["| workload | start nodes | PyTorch time | PyTorch queries | PyTorch final nodes | aoti-lens time | "
-             "aoti-lens queries | aoti-lens final nodes | time ratio | query ratio | aoti-lens time / floor |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "aoti-lens queries | aoti-lens final nodes | time ratio | query ratio | aoti-lens time / floor | "
+             "aoti-lens time / (start-up + floor) |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for theirs, ours in rows:
         lines.append(f"| {ours.workload} | {ours.start_nodes} | {_time(theirs)} | {_v(theirs.queries)} | "
                      f"{_v(theirs.nodes)} | {_time(ours)} | {_v(ours.queries)} | {_v(ours.nodes)} | "
                      f"{_ratio(theirs.seconds, ours.seconds, theirs)} | {_ratio(theirs.queries, ours.queries, theirs)} | "
-                     f"{f'{ours.seconds / ours.floor:.1f}x of {ours.floor:.0f} s' if ours.floor else '-'} |")
+                     f"{_of(ours.seconds, ours.floor)} | {_of(ours.seconds, _sum(ours.start_up, ours.floor))} |")
     return "\n".join(lines)
+
+
+def _of(seconds: float, floor: float | None) -> str:
+    return f"{seconds / floor:.1f}x of {floor:.1f} s" if floor else "-"
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return a + b if a is not None and b is not None else None
 
 
 def _time(m: Measure) -> str:

@@ -15,7 +15,8 @@ from .events import SourceLine
 from .launcher import LauncherSpec
 from .signature import ErrorAnalysis
 
-# Written to the worker's log before each step, so a crash can be attributed to compile, load or run.
+# Written to the worker's log, with the clock time, before each step: a crash is attributed to compile,
+# load or run, and bench/timeline.py lays out where a slow run's time went.
 PHASE_MARK = "[aoti-lens phase] "
 
 

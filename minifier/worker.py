@@ -70,6 +70,7 @@ class Worker:
     def store_values(self, path: str) -> p.Reply:
         import torch
         from .graph import concrete_values
+        _phase("values", path)
         values, error = concrete_values(self.flat)
         torch.save(values, path + ".tmp")
         os.replace(path + ".tmp", path)
@@ -78,6 +79,7 @@ class Worker:
     def query(self, request: p.QueryRequest) -> p.Reply:
         import torch
         start = time.monotonic()
+        _phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
         try:
             if request.original:
                 ep = self.ep
@@ -152,8 +154,9 @@ class Worker:
 
 
 def _phase(name: str, detail: str) -> None:
-    """Marks in the worker log: after a crash, the driver tells which step took the process down."""
-    print(f"{p.PHASE_MARK}{name} {detail}", flush=True)
+    """Marks in the worker log: after a crash, the driver tells which step took the process down, and
+    the clock time lets a slow run be laid out worker by worker."""
+    print(f"{p.PHASE_MARK}{name} {detail} at {time.time():.3f}", flush=True)
 
 
 def _poisons_cuda(text: str) -> bool:
@@ -233,6 +236,7 @@ def main() -> None:
         except Exception as e:
             reply = p.WorkerFailed(code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         replies.write(p.encode(reply))
+        _phase("answered", type(reply).__name__)
         if isinstance(reply, p.WorkerFailed) or getattr(reply, "poisoned", False):
             sys.stdout.flush()
             os._exit(0)

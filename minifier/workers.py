@@ -61,7 +61,7 @@ class _Slot:
         self.rep_read, rep_write = os.pipe()
         env = _worker_env(config, index)
         with open(self.log_path, "ab") as log:
-            log.write(f"\n=== worker {index}, start {generation} ===\n".encode())
+            log.write(f"\n=== worker {index}, start {generation} at {time.time():.3f} ===\n".encode())
             log.flush()
             self.proc = subprocess.Popen(
                 [config.python, "-m", "minifier.worker", "--in", str(req_read), "--out", str(rep_write)],
@@ -291,8 +291,22 @@ def _worker_env(config: PoolConfig, index: int) -> dict[str, str]:
     return env
 
 
+def phase_marks(log_text: str) -> list[tuple[float, str, str]]:
+    """(clock time, step, detail) of each step a worker log marks (see worker._phase)."""
+    marks = []
+    for line in log_text.splitlines():
+        if line.startswith(p.PHASE_MARK):
+            text, _, at = line[len(p.PHASE_MARK):].rpartition(" at ")
+            step, _, detail = text.partition(" ")
+            try:
+                marks.append((float(at), step, detail))
+            except ValueError:
+                continue  # the tail of a log may start mid-line
+    return marks
+
+
 def _crash_hint(log_tail: str) -> str:
-    phases = [ln[len(p.PHASE_MARK):].split(" ", 1)[0] for ln in log_tail.splitlines() if ln.startswith(p.PHASE_MARK)]
+    phases = [step for _, step, _ in phase_marks(log_tail)]
     if phases and phases[-1] == "load":
         compiler = os.environ.get("CXX", "g++")
         return (f" while loading the compiled AOTI package: packages built by {compiler} that link a libstdc++ "
