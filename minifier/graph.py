@@ -67,6 +67,13 @@ def describe(flat: FlatProgram) -> GraphInfo:
     return GraphInfo(nodes=nodes, outputs=outputs, code=code.strip(), torch_version=torch.__version__, device=device)
 
 
+def program_device(flat: FlatProgram) -> torch.device:
+    """Where the program runs: the device of its first non-CPU input or parameter, else the CPU."""
+    tensors = [t for t in (*flat.user_inputs.values(), *(p[2] for p in flat.params.values()))
+               if isinstance(t, torch.Tensor)]
+    return next((t.device for t in tensors if t.device.type != "cpu"), torch.device("cpu"))
+
+
 def _node_info(node: fx.Node, flat: FlatProgram) -> NodeInfo:
     val = node.meta.get("val")
     if node.op == "placeholder":

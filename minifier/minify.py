@@ -53,8 +53,10 @@ class Progress:
 class PoolOracle:
     """Tests candidates on the worker pool; no node set is ever compiled twice."""
 
-    def __init__(self, session: Session, pool: Pool, reporter: Reporter, progress: Progress) -> None:
+    def __init__(self, session: Session, pool: Pool, reporter: Reporter, progress: Progress,
+                 whole: Candidate) -> None:
         self.session = session
+        self.whole = whole
         self.pool = pool
         self.reporter = reporter
         self.progress = progress
@@ -115,8 +117,11 @@ class PoolOracle:
 
     def query(self, candidate: Candidate) -> p.QueryRequest:
         key = key_of(candidate)
+        save_pt2 = os.path.join(self.session.layout.candidates, f"{key}.pt2")
+        if candidate == self.whole:  # the loaded program itself: no values, no re-export on the critical path
+            return p.QueryRequest(key=key, original=True, save_pt2=save_pt2)
         return p.QueryRequest(key=key, kept=sorted(candidate), values_path=self.session.layout.values,
-                              save_pt2=os.path.join(self.session.layout.candidates, f"{key}.pt2"))
+                              save_pt2=save_pt2)
 
     def accept(self, candidate: Candidate) -> Candidate:
         """A smaller failing graph becomes the current one and, at once, a checkpoint."""
@@ -156,7 +161,7 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
             reporter.log(f"{values.error}; later nodes are only removed together with their users", "warning")
         order = graph.compute_nodes()
         progress = Progress(start_nodes=len(order), nodes=len(order))
-        oracle = PoolOracle(session, pool, reporter, progress)
+        oracle = PoolOracle(session, pool, reporter, progress, whole=frozenset(order))
         args = {n.name: n.args for n in graph.nodes if n.kind == "compute"}
         space = Space(order=order, closure=make_closure(args, set(values.stored)))
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")

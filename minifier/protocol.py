@@ -74,6 +74,13 @@ class ValuesRequest:
 
 
 @dataclass(frozen=True)
+class WarmRequest:
+    """Pay, while idle, what a worker's first candidate would: Inductor's imports and a first export."""
+
+    type: Literal["warm"] = "warm"
+
+
+@dataclass(frozen=True)
 class QueryRequest:
     """Compile, load and run one candidate: the original program, or the graph made of `kept`."""
 
@@ -85,7 +92,7 @@ class QueryRequest:
     type: Literal["query"] = "query"
 
 
-Request = Union[InitRequest, DescribeRequest, ValuesRequest, QueryRequest]
+Request = Union[InitRequest, DescribeRequest, ValuesRequest, WarmRequest, QueryRequest]
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,12 @@ class ValuesStored:
 
 
 @dataclass(frozen=True)
+class Warmed:
+    seconds: float
+    type: Literal["warmed"] = "warmed"
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What happened to one candidate inside the worker (crashes and timeouts are seen by the driver)."""
 
@@ -135,11 +148,12 @@ class WorkerFailed:
     type: Literal["failed"] = "failed"
 
 
-Reply = Union[Ready, Described, ValuesStored, Outcome, WorkerFailed]
+Reply = Union[Ready, Described, ValuesStored, Warmed, Outcome, WorkerFailed]
 
-_REQUESTS = {"init": InitRequest, "describe": DescribeRequest, "values": ValuesRequest, "query": QueryRequest}
-_REPLIES = {"ready": Ready, "described": Described, "values_stored": ValuesStored, "outcome": Outcome,
-            "failed": WorkerFailed}
+_REQUESTS = {"init": InitRequest, "describe": DescribeRequest, "values": ValuesRequest, "warm": WarmRequest,
+             "query": QueryRequest}
+_REPLIES = {"ready": Ready, "described": Described, "values_stored": ValuesStored, "warmed": Warmed,
+            "outcome": Outcome, "failed": WorkerFailed}
 
 
 def encode(message: Request | Reply) -> bytes:

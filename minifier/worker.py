@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -37,6 +38,8 @@ class Worker:
             return p.Described(graph=describe(self.flat))
         if isinstance(request, p.ValuesRequest):
             return self.store_values(request.path)
+        if isinstance(request, p.WarmRequest):
+            return self.warm()
         return self.query(request)
 
     def start(self, request: p.InitRequest) -> p.Reply:
@@ -76,6 +79,26 @@ class Worker:
         os.replace(path + ".tmp", path)
         return p.ValuesStored(path=path, stored=sorted(values), error=error, poisoned=_poisons_cuda(error or ""))
 
+    def warm(self) -> p.Reply:
+        """Seconds of imports and first-trace set-up that a fresh worker's first candidate would pay,
+        paid instead while it waits for the whole graph to compile elsewhere."""
+        import torch
+        from .graph import program_device
+        start = time.monotonic()
+
+        class Tiny(torch.nn.Module):
+            def forward(self, x):
+                return x + 1
+
+        try:
+            for module in _WARM_MODULES:
+                if importlib.util.find_spec(module) is not None:
+                    importlib.import_module(module)
+            torch.export.export(Tiny(), (torch.ones(2, device=program_device(self.flat)),))
+        except Exception:  # only a head start: the first candidate meets and reports any real problem
+            pass
+        return p.Warmed(seconds=round(time.monotonic() - start, 2))
+
     def query(self, request: p.QueryRequest) -> p.Reply:
         import torch
         start = time.monotonic()
@@ -92,7 +115,7 @@ class Worker:
             return p.Outcome(key=request.key, status="export_error", seconds=time.monotonic() - start,
                              text=f"{type(e).__name__}: {e}"[:4000])
         package = os.path.join(self.init.work_dir, "packages", f"{request.key}.pt2")
-        code = "" if request.original else eager.code.strip()
+        code = eager.code.strip()
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
         saved = self._save(ep, request.save_pt2)
         try:
@@ -151,6 +174,10 @@ class Worker:
         except Exception:  # a candidate we cannot save is still a valid verdict
             _remove(path + ".tmp")
             return None
+
+
+# What every compile imports; triton only where it is installed (the GPU path).
+_WARM_MODULES = ("torch._inductor.compile_fx", "triton")
 
 
 def _phase(name: str, detail: str) -> None:

@@ -75,6 +75,7 @@ class _Slot:
         self.ready = False
         self.state: Literal["starting", "idle", "busy", "dead"] = "starting"
         self.current: p.QueryRequest | None = None
+        self.warm = False  # has compiled, or been warmed up, since it started
         self.sent_at = time.monotonic()
         self.deadline = self.sent_at + config.start_timeout
         self.send(config.init)
@@ -186,7 +187,10 @@ class Pool:
                     slot.current, slot.state, slot.sent_at = query, "busy", time.monotonic()
                     slot.deadline = slot.sent_at + self.config.timeout
                     slot.send(query)
+                    slot.warm = True
                     self.started += 1
+                elif slot.state == "idle" and not slot.warm:
+                    self._warm(slot)
             new: list[Result] = []
             for slot, reply in self._poll():
                 if isinstance(reply, p.Outcome) and slot.current is not None:
@@ -204,6 +208,13 @@ class Pool:
                         self._replace(slot)
                 break
         return results
+
+    def _warm(self, slot: _Slot) -> None:
+        """A worker with nothing to do meanwhile gets its first-compile set-up over with, so that the
+        next round's candidates start on warm workers (on the H200 that set-up takes seconds)."""
+        slot.state, slot.sent_at, slot.warm = "busy", time.monotonic(), True
+        slot.deadline = slot.sent_at + self.config.start_timeout
+        slot.send(p.WarmRequest())
 
     def _reap(self, slot: _Slot) -> list[Result]:
         """Turn a dead or overdue worker into a crash or timeout verdict and replace it."""
@@ -241,6 +252,8 @@ class Pool:
                     slot.state, slot.ready = "idle", True
                     self.torch_version = reply.torch_version
                     self.warnings.extend(w for w in reply.warnings if w not in self.warnings)
+                elif isinstance(reply, p.Warmed):
+                    slot.state = "idle"
                 elif isinstance(reply, p.WorkerFailed):
                     self.close()
                     raise PoolError(reply.code, reply.message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import pytest
 
 from conftest import ROOT, aoti_minify, events_of, minify, repro_signature, workers_in
 from minifier.events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, parse_event
+from minifier.workers import phase_marks
 
 pytestmark = pytest.mark.compile
 
@@ -67,6 +69,12 @@ def test_general_search_without_slicing_reaches_one_node(dumps, tmp_path):
     _, done = minify(launcher, "--no-slice")
     assert done.nodes == 1
     assert done.queries <= 2 * done.start_nodes.bit_length() + 2  # ddmin with one culprit: ~2 log2(n)
+    # The whole graph is the loaded program itself (no re-export); the worker left idle meanwhile is
+    # warmed up for the next round.
+    steps = [(step, detail) for log in glob.glob(os.path.join(os.path.dirname(launcher), "aoti-lens-work", "*.log"))
+             for _, step, detail in phase_marks(open(log).read())]
+    assert any(step == "query" and detail.endswith("of all nodes") for step, detail in steps)
+    assert ("answered", "Warmed") in steps
 
 
 def test_killed_worker_does_not_stop_the_run(dumps, tmp_path):
