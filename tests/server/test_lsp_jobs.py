@@ -59,7 +59,8 @@ async def test_background_minification_with_concurrent_failures(tmp_path, dumps)
             changes=[types.FileEvent(uri=uri(c), type=types.FileChangeType.Created)]))
         [on_c] = await until(lambda: client.diagnostics.get(uri(c)), "the diagnostic of the new launcher")
         assert on_c.message.startswith("AOTI failure: CppCompileError") and client.state(c) == "reproduced"
-        assert client.state(a) == "minifying"
+        # a's job is untouched by the rescan; on a loaded machine it may already have finished by now
+        assert client.state(a) in ("minifying", "minimized")
 
         await until(lambda: client.state(b) == "reproduced", "b to be reproduced", timeout=240)
         assert client.item(b)["signature"] == "CppCompileError: 'compile' was not declared in this scope"
