@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import aoti_minify, events_of, minify, repro_signature
+from conftest import ROOT, aoti_minify, events_of, minify, repro_signature
+from minifier.session import default_devices
 
 pytestmark = [pytest.mark.gpu, pytest.mark.compile]
 MACHINE_CXX = "/opt/gcc/bin/g++"
@@ -63,6 +66,29 @@ def test_user_triton_kernel_reading_out_of_bounds(tmp_path):
     assert failures[-1].signature.exc_type == "CUDAError", failures[-1].signature
     _, done = minify(failures[-1].launcher, "--import", "minifier.examples.triton_ops")
     assert done.nodes == 1 and "shifted_copy" in open(done.repro).read().split("import os")[0]
+
+
+@pytest.mark.skipif(len(default_devices()) < 2, reason="needs two visible GPUs")
+def test_workers_spread_over_two_gpus(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), device="cuda")
+    baseline = gpu_memory_mib()
+    peak = dict(baseline)
+    with subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "4",
+                           "--devices", "0,1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          cwd=ROOT) as proc:
+        while proc.poll() is None:  # every worker holds a CUDA context (hundreds of MiB) on its own GPU
+            peak = {gpu: max(peak[gpu], used) for gpu, used in gpu_memory_mib().items()}
+            time.sleep(0.2)
+        out, err = proc.communicate()
+    assert proc.returncode == 0, err[-4000:]
+    assert events_of(out)[-1].nodes == 1
+    assert all(peak[gpu] - baseline[gpu] > 200 for gpu in ("0", "1")), (baseline, peak)
+
+
+def gpu_memory_mib() -> dict[str, int]:
+    listed = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+                            capture_output=True, text=True, check=True)
+    return {index.strip(): int(used) for index, used in (line.split(",") for line in listed.stdout.splitlines())}
 
 
 @pytest.mark.skipif(not os.path.exists(MACHINE_CXX), reason=f"no {MACHINE_CXX} on this machine")
