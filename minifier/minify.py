@@ -161,9 +161,9 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
             reporter.log(f"{values.error}; later nodes are only removed together with their users", "warning")
         order = graph.compute_nodes()
         progress = Progress(start_nodes=len(order), nodes=len(order))
-        oracle = PoolOracle(session, pool, reporter, progress, whole=frozenset(order))
         args = {n.name: n.args for n in graph.nodes if n.kind == "compute"}
         space = Space(order=order, closure=make_closure(args, set(values.stored)))
+        oracle = PoolOracle(session, pool, reporter, progress, whole=space.whole)
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
         current = first_round(session, oracle, space, graph, reporter)
         final = minimize(space, current, oracle, max_granularity=options.max_granularity)
@@ -181,7 +181,7 @@ def first_round(session: Session, oracle: PoolOracle, space: Space, graph: Graph
 
     The round ends as soon as the whole graph's failure is known and a slice fails the same way with
     no smaller slice left untested; larger slices still compiling then are cancelled."""
-    full = frozenset(space.order)
+    full = space.whole
     saved = session.saved_failure()
     oracle.target = saved.signature if saved else None
     slices = _slices(session, graph, space, saved.kernel if saved else None)
@@ -226,9 +226,9 @@ def _slices(session: Session, graph: GraphInfo, space: Space, kernel: KernelRef 
     if not session.options.slicing or kernel is None:
         return []
     kernel = resolve_kernel(kernel, graph, read_kernel_source(kernel))
-    full = frozenset(space.order)
+    whole = space.whole
     slices = [space.closure(s) for s in kernel_slices(kernel, graph)]
-    return list(dict.fromkeys(s for s in slices if s != full))
+    return list(dict.fromkeys(s for s in slices if s != whole))
 
 
 def _detail(result: Result) -> str:

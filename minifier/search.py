@@ -27,6 +27,10 @@ class Space:
     order: list[str]
     closure: Callable[[Iterable[str]], Candidate]
 
+    @property
+    def whole(self) -> Candidate:
+        return frozenset(self.order)
+
     def ordered(self, nodes: Candidate) -> list[str]:
         return [n for n in self.order if n in nodes]
 
