@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from minifier.artifacts import relocate_dump  # noqa: E402
-from timeline import start_up, timeline  # noqa: E402  (bench/timeline.py, beside this file)
+from timeline import run_marks, start_up, timeline  # noqa: E402  (bench/timeline.py, beside this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WORKLOADS = {
@@ -85,8 +85,9 @@ def main() -> int:
                       else run_pytorch(relocate_dump(launcher, os.path.join(scratch, name, "pytorch")), name, args.pytorch_timeout))
             ours_dir = os.path.join(scratch, name, "ours")
             ours = run_ours(relocate_dump(launcher, ours_dir), name, args.workers)
-            ours.start_up = start_up(ours_dir)
-            timelines += [f"# {name}", *timeline(ours_dir), ""]
+            marks = run_marks(ours_dir)
+            ours.start_up = start_up(marks)
+            timelines += [f"# {name}", *timeline(marks), ""]
             rows.append((theirs, ours))
             print(row_text(theirs, ours), flush=True)
     finally:

@@ -30,22 +30,20 @@ def marks(log: str) -> list[tuple[float, str, str]]:
     return started + steps
 
 
-def rows(debug_dir: str) -> list[tuple[float, str, str]]:
+def run_marks(debug_dir: str) -> list[tuple[float, str, str]]:
     logs = glob.glob(os.path.join(debug_dir, "**", "aoti-lens-work", "worker-*.log"), recursive=True)
     return sorted(m for log in logs for m in marks(log))
 
 
-def timeline(debug_dir: str) -> list[str]:
-    found = rows(debug_dir)
+def timeline(found: list[tuple[float, str, str]]) -> list[str]:
     if not found:
-        return [f"{debug_dir}: no timed worker logs"]
+        return ["no timed worker logs"]
     return [f"{t - found[0][0]:7.2f}  {worker:9}  {step}" for t, worker, step in found]
 
 
-def start_up(debug_dir: str) -> float | None:
+def start_up(found: list[tuple[float, str, str]]) -> float | None:
     """Seconds from starting the workers to the first one ready (torch imported, the program loaded):
     what any minifier pays once before its first compile."""
-    found = rows(debug_dir)
     ready = next((t for t, _, step in found if step == "answered Ready"), None)
     return round(ready - found[0][0], 1) if ready is not None else None
 
@@ -53,7 +51,7 @@ def start_up(debug_dir: str) -> float | None:
 def main(argv: list[str]) -> int:
     for debug_dir in argv:
         print(f"# {debug_dir}")
-        print("\n".join(timeline(debug_dir)))
+        print("\n".join(timeline(run_marks(debug_dir))))
     return 0 if argv else 2
 
 

@@ -120,7 +120,6 @@ class ValuesStored:
 
 @dataclass(frozen=True)
 class Warmed:
-    seconds: float
     type: Literal["warmed"] = "warmed"
 
 

@@ -80,11 +80,10 @@ class Worker:
         return p.ValuesStored(path=path, stored=sorted(values), error=error, poisoned=_poisons_cuda(error or ""))
 
     def warm(self) -> p.Reply:
-        """Seconds of imports and first-trace set-up that a fresh worker's first candidate would pay,
+        """The seconds of imports and first-trace set-up that a fresh worker's first candidate would pay,
         paid instead while it waits for the whole graph to compile elsewhere."""
         import torch
         from .graph import program_device
-        start = time.monotonic()
 
         class Tiny(torch.nn.Module):
             def forward(self, x):
@@ -97,7 +96,7 @@ class Worker:
             torch.export.export(Tiny(), (torch.ones(2, device=program_device(self.flat)),))
         except Exception:  # only a head start: the first candidate meets and reports any real problem
             pass
-        return p.Warmed(seconds=round(time.monotonic() - start, 2))
+        return p.Warmed()
 
     def query(self, request: p.QueryRequest) -> p.Reply:
         import torch
