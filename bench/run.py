@@ -10,13 +10,16 @@ prior `run`). It prints wall time, compile queries and final graph size (compute
 the ratios, and writes the table as JSON lines and each aoti-lens run's worker timeline (bench/timeline.py)
 beside it. "floor" is what one compile of the original graph plus one of the final graph cost in that same
 run (from aoti-minify's events); "start-up" is how long its first worker took to import torch and Inductor
-and load the program. Any minifier pays start-up + floor at least.
+and load the program. Any minifier that starts cold pays start-up + floor at least.
+"warm" is a second aoti-minify on a fresh copy of the same dump, started while the first run's fork server
+(`--keep-warm`) still has torch imported: what the editor's Minify after its background reproduction costs.
 Nothing here is asserted: it measures.
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
 import platform
@@ -68,11 +71,12 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=0, help="aoti-minify workers (default: its own)")
     parser.add_argument("--out", default="", help="JSON-lines results file (default: bench/results-<device>.jsonl)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
     args = parser.parse_args()
     chosen = [w for w in WORKLOADS if not args.only or any(s in w for s in args.only.split(","))]
     scratch = tempfile.mkdtemp(prefix="aoti-bench-")
     out = args.out or os.path.join(ROOT, "bench", f"results-{args.device}.jsonl")
-    rows: list[tuple[Measure, Measure]] = []
+    rows: list[tuple[Measure, Measure, Measure | None]] = []
     timelines: list[str] = []
     print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
           f"cores={os.cpu_count()}", flush=True)
@@ -83,17 +87,18 @@ def main() -> int:
             skip = args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))
             theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
                       else run_pytorch(relocate_dump(launcher, os.path.join(scratch, name, "pytorch")), name, args.pytorch_timeout))
-            ours_dir = os.path.join(scratch, name, "ours")
-            ours = run_ours(relocate_dump(launcher, ours_dir), name, args.workers)
-            marks = run_marks(ours_dir)
-            ours.start_up = start_up(marks)
-            timelines += [f"# {name}", *timeline(marks), ""]
-            rows.append((theirs, ours))
-            print(row_text(theirs, ours), flush=True)
+            ours = run_ours(launcher, os.path.join(scratch, name, "ours"), name, args.workers, timelines, args.warm)
+            warm = None
+            if args.warm:
+                warm_dir = os.path.join(scratch, name, "warm")
+                warm = run_ours(launcher, warm_dir, name, args.workers, timelines, True, "aoti-lens-warm")
+                end_fork_servers(warm_dir)  # the next workload's first run must start cold
+            rows.append((theirs, ours, warm))
+            print(row_text(theirs, ours, warm), flush=True)
     finally:
         with open(out, "w") as f:
-            for theirs, ours in rows:
-                f.write(json.dumps(asdict(theirs)) + "\n" + json.dumps(asdict(ours)) + "\n")
+            for row in rows:
+                f.writelines(json.dumps(asdict(m)) + "\n" for m in row if m is not None)
         with open(os.path.splitext(out)[0] + "-timeline.txt", "w") as f:
             f.write("\n".join(timelines))
         if not args.keep:
@@ -144,41 +149,65 @@ def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
     return Measure("pytorch", name, status, round(seconds, 1), queries, nodes, note=_tail_reason(log, status))
 
 
-def run_ours(launcher: str, name: str, workers: int) -> Measure:
+def run_ours(dump_launcher: str, folder: str, name: str, workers: int, timelines: list[str], keep_warm: bool,
+             tool: str = "aoti-lens") -> Measure:
+    """aoti-minify on its own copy of the dump; with `keep_warm` its fork server waits for the next run
+    (this process owns it, so it never outlives the benchmark)."""
+    launcher = relocate_dump(dump_launcher, folder)
     started = time.monotonic()
-    extra = ["--workers", str(workers)] if workers else []
+    extra = (["--workers", str(workers)] if workers else []) + (["--keep-warm", "600"] if keep_warm else [])
     proc = subprocess.run([sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra],
                           capture_output=True, text=True, cwd=ROOT)
     seconds = time.monotonic() - started
+    marks = run_marks(folder)
+    timelines += [f"# {name} ({tool})", *timeline(marks), ""]
+    measure = _measure_ours(proc, tool, name, seconds)
+    measure.start_up = start_up(marks)
+    return measure
+
+
+def _measure_ours(proc: subprocess.CompletedProcess, tool: str, name: str, seconds: float) -> Measure:
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     done = next((e for e in events if e["event"] == "done"), None)
     if proc.returncode != 0 or done is None:
-        return Measure("aoti-lens", name, f"exit {proc.returncode}", round(seconds, 1), None, None,
-                       note=proc.stderr[-300:])
+        return Measure(tool, name, f"exit {proc.returncode}", round(seconds, 1), None, None, note=proc.stderr[-300:])
     candidates = [e for e in events if e["event"] == "candidate" and not e["cached"]]
     original = next((e["seconds"] for e in candidates if e["nodes"] == done["start_nodes"]), None)
     final = next((e["seconds"] for e in reversed(candidates) if e["nodes"] == done["nodes"] and e["verdict"] == "fails"),
                  None)
     floor = round(original + final, 1) if original is not None and final is not None else None
-    return Measure("aoti-lens", name, "ok", round(seconds, 1), done["queries"], done["nodes"], done["start_nodes"],
-                   floor)
+    return Measure(tool, name, "ok", round(seconds, 1), done["queries"], done["nodes"], done["start_nodes"], floor)
 
 
-def row_text(theirs: Measure, ours: Measure) -> str:
-    return (f"{ours.workload}: pytorch {theirs.status} {theirs.seconds:.0f}s q={theirs.queries} n={theirs.nodes} | "
+def end_fork_servers(folder: str) -> None:
+    for log in glob.glob(os.path.join(folder, "**", "aoti-lens-work", "worker-*.log"), recursive=True):
+        with open(log, errors="replace") as f:
+            for pid in set(re.findall(r"forked by (\d+) ===", f.read())):
+                try:
+                    os.kill(int(pid), signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+
+
+def row_text(theirs: Measure, ours: Measure, warm: Measure | None) -> str:
+    text = (f"{ours.workload}: pytorch {theirs.status} {theirs.seconds:.0f}s q={theirs.queries} n={theirs.nodes} | "
             f"aoti-lens {ours.status} {ours.seconds:.0f}s q={ours.queries} n={ours.nodes} (from {ours.start_nodes})")
+    return text + (f" | warm {warm.status} {warm.seconds:.0f}s q={warm.queries} n={warm.nodes}" if warm else "")
 
 
-def table(rows: list[tuple[Measure, Measure]]) -> str:
+def table(rows: list[tuple[Measure, Measure, Measure | None]]) -> str:
     lines = ["| workload | start nodes | PyTorch time | PyTorch queries | PyTorch final nodes | aoti-lens time | "
              "aoti-lens queries | aoti-lens final nodes | time ratio | query ratio | aoti-lens time / floor | "
-             "aoti-lens time / (start-up + floor) |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for theirs, ours in rows:
+             "aoti-lens time / (start-up + floor) | warm aoti-lens time, queries, nodes | warm time / its floor |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for theirs, ours, warm in rows:
+        warm_cells = (f"{_time(warm)}, {_v(warm.queries)} q, {_v(warm.nodes)} | {_of(warm.seconds, warm.floor)}"
+                      if warm else "- | -")
         lines.append(f"| {ours.workload} | {ours.start_nodes} | {_time(theirs)} | {_v(theirs.queries)} | "
                      f"{_v(theirs.nodes)} | {_time(ours)} | {_v(ours.queries)} | {_v(ours.nodes)} | "
                      f"{_ratio(theirs.seconds, ours.seconds, theirs)} | {_ratio(theirs.queries, ours.queries, theirs)} | "
-                     f"{_of(ours.seconds, ours.floor)} | {_of(ours.seconds, _sum(ours.start_up, ours.floor))} |")
+                     f"{_of(ours.seconds, ours.floor)} | {_of(ours.seconds, _sum(ours.start_up, ours.floor))} | "
+                     f"{warm_cells} |")
     return "\n".join(lines)
 
 

@@ -2,9 +2,11 @@
 
     python bench/timeline.py DEBUG_DIR [DEBUG_DIR ...]
 
-Each DEBUG_DIR is searched for `aoti-lens-work/worker-*.log`. Every line is seconds since the first
-worker was started, the worker, and the step it began: started (spawned by the driver), values (the
-eager run), query, compile, load, run, and answered (the reply sent: Ready, Warmed, Outcome...).
+Each DEBUG_DIR is searched for `aoti-lens-work/worker-*.log` and `forkserver.log`. Every line is
+seconds since the first process was started, the process, and the step it began: started (the fork
+server by the driver, a worker by the fork server), imported (the fork server has torch), values
+(the eager run), query, compile, load, run, and answered (the reply sent: Ready, Warmed, Outcome...).
+A run that found a warm fork server has no forkserver.log of its own.
 """
 
 from __future__ import annotations
@@ -17,21 +19,23 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from minifier.workers import phase_marks  # noqa: E402
 
-_STARTED = re.compile(r"^=== worker (\d+), start (\d+) at ([0-9.]+) ===$", re.MULTILINE)
+_STARTED = re.compile(r"^=== (?:worker \d+, start (\d+)|fork server \d+ started) at ([0-9.]+)\b", re.MULTILINE)
 
 
 def marks(log: str) -> list[tuple[float, str, str]]:
-    """(clock time, worker, step) for every timed line of one worker log."""
+    """(clock time, process, step) for every timed line of one worker or fork server log."""
     name = os.path.basename(log).removesuffix(".log")
     with open(log, errors="replace") as f:
         text = f.read()
-    started = [(float(m[3]), name, f"started (start {m[2]})") for m in _STARTED.finditer(text)]
+    started = [(float(m[2]), name, f"started (start {m[1]})" if m[1] else "started") for m in _STARTED.finditer(text)]
     steps = [(t, name, f"{step} {os.path.basename(detail)}".strip()) for t, step, detail in phase_marks(text)]
     return started + steps
 
 
 def run_marks(debug_dir: str) -> list[tuple[float, str, str]]:
-    logs = glob.glob(os.path.join(debug_dir, "**", "aoti-lens-work", "worker-*.log"), recursive=True)
+    work = os.path.join(debug_dir, "**", "aoti-lens-work")
+    logs = glob.glob(os.path.join(work, "worker-*.log"), recursive=True) + \
+        glob.glob(os.path.join(work, "forkserver.log"), recursive=True)
     return sorted(m for log in logs for m in marks(log))
 
 
@@ -42,8 +46,8 @@ def timeline(found: list[tuple[float, str, str]]) -> list[str]:
 
 
 def start_up(found: list[tuple[float, str, str]]) -> float | None:
-    """Seconds from starting the workers to the first one ready (torch imported, the program loaded):
-    what any minifier pays once before its first compile."""
+    """Seconds from starting the fork server (or, when it was warm, the first worker) to the first
+    worker ready (torch imported, the program loaded): what a cold minifier pays before its first compile."""
     ready = next((t for t, _, step in found if step == "answered Ready"), None)
     return round(ready - found[0][0], 1) if ready is not None else None
 

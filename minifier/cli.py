@@ -63,6 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("launcher", help="minifier_launcher.py, a level-1 repro.py, or its run_* / minifier folder")
         sub.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
         sub.add_argument("--timeout", type=float, default=600.0, help="seconds per candidate before its worker is killed")
+        sub.add_argument("--keep-warm", type=float, default=0.0, metavar="SECONDS",
+                         help="keep the workers' fork server (torch imported) for SECONDS after this run, so that "
+                              "the next run with the same environment starts warm; it never outlives the process "
+                              "that started aoti-minify (the language server, your shell)")
         sub.add_argument("--devices", default="", help="GPU ids for the workers, e.g. 0,1 (CUDA_VISIBLE_DEVICES per worker)")
         sub.add_argument("--check-str", default=None, help="regex the error must match (default: same signature)")
         sub.add_argument("--output-dir", default=None, help="write outputs here instead of the launcher's folder")

@@ -40,6 +40,7 @@ class Options:
     copy_to: str | None = None
     slicing: bool = True
     imports: list[str] = field(default_factory=list)
+    keep_warm: float = 0.0
 
 
 class Reporter:
@@ -92,7 +93,7 @@ class Session:
                              export_mode=self.options.export_mode, accuracy=self.accuracy,
                              imports=self.options.imports)
         return Pool(PoolConfig(init=init, log_dir=self.layout.work, size=size, devices=self.options.devices,
-                               timeout=self.options.timeout))
+                               timeout=self.options.timeout, keep_warm=self.options.keep_warm))
 
     def saved_failure(self) -> Failure | None:
         """What an earlier `aoti-minify run` wrote, if anything readable."""

@@ -2,12 +2,12 @@
 
 Everything that can crash (Inductor, g++, the AOTI runtime, CUDA) happens here, so a segfault,
 abort or hang costs only this process; the driver notices, records the verdict and starts a new
-one. Started as `python -m minifier.worker --in FD --out FD` by minifier.workers.
+one. Forked by minifier.forkserver, which has imported torch already; `serve` is its whole life.
+(`python -m minifier.worker FD_IN FD_OUT` is the cold start the fork server falls back to.)
 """
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import importlib.util
 import os
@@ -19,6 +19,8 @@ import time
 import traceback
 
 from . import protocol as p
+from .forkserver import WORKER_NAME, name_process
+from .protocol import phase
 from .signature import analyze_error
 
 
@@ -73,7 +75,7 @@ class Worker:
     def store_values(self, path: str) -> p.Reply:
         import torch
         from .graph import concrete_values
-        _phase("values", path)
+        phase("values", path)
         values, error = concrete_values(self.flat)
         torch.save(values, path + ".tmp")
         os.replace(path + ".tmp", path)
@@ -101,7 +103,7 @@ class Worker:
     def query(self, request: p.QueryRequest) -> p.Reply:
         import torch
         start = time.monotonic()
-        _phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
+        phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
         try:
             if request.original:
                 ep = self.ep
@@ -150,11 +152,11 @@ class Worker:
         import torch
         patches = dict(self.init.launcher.config_patches)
         with torch.no_grad():
-            _phase("compile", package)
+            phase("compile", package)
             path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
-            _phase("load", path)
+            phase("load", path)
             compiled = torch._inductor.aoti_load_package(path)
-            _phase("run", path)
+            phase("run", path)
             if self.init.accuracy:
                 _check_accuracy(eager, compiled, args, self.init.accuracy)
             else:
@@ -177,12 +179,6 @@ class Worker:
 
 # What every compile imports; triton only where it is installed (the GPU path).
 _WARM_MODULES = ("torch._inductor.compile_fx", "triton")
-
-
-def _phase(name: str, detail: str) -> None:
-    """Marks in the worker log: after a crash, the driver tells which step took the process down, and
-    the clock time lets a slow run be laid out worker by worker."""
-    print(f"{p.PHASE_MARK}{name} {detail} at {time.time():.3f}", flush=True)
 
 
 def _poisons_cuda(text: str) -> bool:
@@ -234,27 +230,26 @@ def _remove(path: str) -> None:
         pass
 
 
-def _die_with_driver() -> None:
-    """Workers lead their own process group so a timeout can kill their compiler children too; a
-    driver killed outright (SIGKILL) cannot do that, so each worker watches for it and goes."""
-    driver = os.getppid()
+def _die_with_parent() -> None:
+    """Workers lead their own process group so a timeout can kill their compiler children too; the
+    fork server kills the workers of a driver that is gone, but if the fork server itself is killed
+    outright (SIGKILL) nobody can, so each worker watches its parent and goes with it."""
+    parent = os.getppid()
 
     def watch() -> None:
-        while os.getppid() == driver:
+        while os.getppid() == parent:
             time.sleep(1)
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
-    threading.Thread(target=watch, daemon=True, name="driver-watch").start()
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
-def main() -> None:
-    _die_with_driver()
-    parser = argparse.ArgumentParser(prog="python -m minifier.worker")
-    parser.add_argument("--in", dest="fd_in", type=int, required=True)
-    parser.add_argument("--out", dest="fd_out", type=int, required=True)
-    args = parser.parse_args()
-    requests = os.fdopen(args.fd_in, "rb")
-    replies = os.fdopen(args.fd_out, "wb", buffering=0)
+def serve(fd_in: int, fd_out: int) -> None:
+    """Answer the driver's requests until it closes the request pipe (or a reply says we must go)."""
+    name_process(WORKER_NAME)
+    _die_with_parent()
+    requests = os.fdopen(fd_in, "rb")
+    replies = os.fdopen(fd_out, "wb", buffering=0)
     worker = Worker()
     for line in requests:
         try:
@@ -262,11 +257,11 @@ def main() -> None:
         except Exception as e:
             reply = p.WorkerFailed(code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         replies.write(p.encode(reply))
-        _phase("answered", type(reply).__name__)
+        phase("answered", type(reply).__name__)
         if isinstance(reply, p.WorkerFailed) or getattr(reply, "poisoned", False):
             sys.stdout.flush()
             os._exit(0)
 
 
 if __name__ == "__main__":
-    main()
+    serve(int(sys.argv[1]), int(sys.argv[2]))

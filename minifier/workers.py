@@ -1,8 +1,10 @@
 """The driver's pool of worker processes.
 
-Each worker is its own process group (g++ and Triton compiler children included), so a timeout or
-a cancel kills the whole group. A worker that dies (segfault, abort, `os._exit` after a sticky CUDA
-error) costs one verdict; the pool starts a replacement at once and carries on. Torch-free.
+Workers are forked by a fork server that has imported torch once (minifier.forkserver), so that a
+replacement costs milliseconds rather than a cold `import torch`. Each worker is its own process
+group (g++ and Triton compiler children included), so a timeout or a cancel kills the whole group.
+A worker that dies (segfault, abort, `os._exit` after a sticky CUDA error) costs one verdict; the
+pool starts a replacement at once and carries on. Torch-free.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import os
 import selectors
 import signal
-import subprocess
 import sys
 import time
 from collections import deque
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from . import protocol as p
+from .forks import ForkServer, ForkServerGone
 from .wire import WireError
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +43,7 @@ class PoolConfig:
     timeout: float = 600.0
     start_timeout: float = 600.0
     python: str = sys.executable
+    keep_warm: float = 0.0  # seconds the fork server waits for the next run (0: it ends with this one)
 
 
 @dataclass(frozen=True)
@@ -54,22 +57,25 @@ class Result:
 
 
 class _Slot:
-    def __init__(self, index: int, config: PoolConfig, generation: int) -> None:
+    def __init__(self, index: int, config: PoolConfig, generation: int, forks: ForkServer) -> None:
         self.index = index
         self.log_path = os.path.join(config.log_dir, f"worker-{index}.log")
         req_read, self.req_write = os.pipe()
         self.rep_read, rep_write = os.pipe()
-        env = _worker_env(config, index)
-        with open(self.log_path, "ab") as log:
-            log.write(f"\n=== worker {index}, start {generation} at {time.time():.3f} ===\n".encode())
-            log.flush()
-            self.proc = subprocess.Popen(
-                [config.python, "-m", "minifier.worker", "--in", str(req_read), "--out", str(rep_write)],
-                pass_fds=(req_read, rep_write), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=env, start_new_session=True, cwd=config.init.work_dir,
-            )
-        os.close(req_read)
-        os.close(rep_write)
+        try:
+            with open(self.log_path, "ab") as log:
+                log.write(f"\n=== worker {index}, start {generation} at {time.time():.3f}, "
+                          f"forked by {forks.pid} ===\n".encode())
+                log.flush()
+                self.proc = forks.spawn(_worker_env(config, index), config.init.work_dir,
+                                        (req_read, rep_write, log.fileno()), config.start_timeout)
+        except ForkServerGone:
+            for fd in (self.req_write, self.rep_read):
+                os.close(fd)
+            raise
+        finally:
+            os.close(req_read)
+            os.close(rep_write)
         os.set_blocking(self.rep_read, False)
         self.buffer = b""
         self.ready = False
@@ -137,12 +143,30 @@ class Pool:
         self.started = 0
         self.warnings: list[str] = []
         self.torch_version = ""
+        self.forks = self._fork_server()
         for i in range(config.size):
             self._spawn(i)
 
+    def _fork_server(self) -> ForkServer:
+        config, log = self.config, os.path.join(self.config.log_dir, "forkserver.log")
+        env = _worker_env(config, None)
+        try:
+            if config.keep_warm > 0:
+                # Owned by whoever started this driver (the language server, a shell): it may serve
+                # that owner's next run, and must not outlive it.
+                return ForkServer.shared(config.python, env, log, config.start_timeout, config.keep_warm, os.getppid())
+            return ForkServer.private(config.python, env, log, config.start_timeout)
+        except ForkServerGone as e:
+            raise PoolError("environment", f"{e}; last lines of {log}:\n{_tail(log)}") from e
+
     def _spawn(self, index: int) -> _Slot:
         self.generations[index] += 1
-        slot = _Slot(index, self.config, self.generations[index])
+        try:
+            slot = _Slot(index, self.config, self.generations[index], self.forks)
+        except ForkServerGone as e:
+            self.close()
+            log = os.path.join(self.config.log_dir, "forkserver.log")
+            raise PoolError("environment", f"cannot start worker {index}: {e}; last lines of {log}:\n{_tail(log)}") from e
         self.selector.register(slot.rep_read, selectors.EVENT_READ, slot)
         if index < len(self.slots):
             self.slots[index] = slot
@@ -281,6 +305,7 @@ class Pool:
                 pass
             slot.kill()
         self.slots = []
+        self.forks.close()
 
 
 def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
@@ -290,7 +315,8 @@ def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1"}
 
 
-def _worker_env(config: PoolConfig, index: int) -> dict[str, str]:
+def _worker_env(config: PoolConfig, index: int | None) -> dict[str, str]:
+    """Worker `index`'s environment; for None, the fork server's (no GPU chosen yet)."""
     env = dict(os.environ)
     for key, value in config.init.launcher.env.items():  # the launcher's own environment lines
         if value is None:
@@ -299,13 +325,13 @@ def _worker_env(config: PoolConfig, index: int) -> dict[str, str]:
             env[key] = value
     env = with_this_package(env)
     env.setdefault("LC_ALL", "C.UTF-8")
-    if config.devices:
+    if config.devices and index is not None:
         env["CUDA_VISIBLE_DEVICES"] = config.devices[index % len(config.devices)]
     return env
 
 
 def phase_marks(log_text: str) -> list[tuple[float, str, str]]:
-    """(clock time, step, detail) of each step a worker log marks (see worker._phase)."""
+    """(clock time, step, detail) of each step a worker log marks (see worker.phase)."""
     marks = []
     for line in log_text.splitlines():
         if line.startswith(p.PHASE_MARK):

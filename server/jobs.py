@@ -141,6 +141,8 @@ class Jobs:
             argv += ["--devices", settings.devices]
         if settings.timeout:
             argv += ["--timeout", f"{settings.timeout:g}"]
+        if settings.keep_warm:
+            argv += ["--keep-warm", f"{settings.keep_warm:g}"]
         for module in settings.imports:
             argv += ["--import", module]
         return argv

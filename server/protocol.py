@@ -67,6 +67,7 @@ class Settings:
     workers: int | None = None
     devices: str = ""
     timeout: float | None = None
+    keep_warm: float = 600.0
     debug_dir_roots: tuple[str, ...] = ()
     imports: tuple[str, ...] = ()
     auto_reproduce: bool = True
@@ -117,6 +118,7 @@ _SETTING_CHECKS = {
     "workers": _check(lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)),
     "devices": _check(lambda v: v is None or isinstance(v, str), lambda v: v or ""),
     "timeout": _check(lambda v: v is None or (_is_number(v) and v > 0), lambda v: None if v is None else float(v)),
+    "keep_warm": _check(lambda v: v is None or (_is_number(v) and v >= 0), lambda v: 600.0 if v is None else float(v)),
     "debug_dir_roots": _check(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), tuple),
     "imports": _check(lambda v: isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v), tuple),
     "auto_reproduce": _check(lambda v: isinstance(v, bool)),
@@ -124,7 +126,7 @@ _SETTING_CHECKS = {
 }
 _SETTING_TYPES = {
     "python": "a path to a Python interpreter", "workers": "an integer >= 1", "devices": "a string like '0,1'",
-    "timeout": "seconds > 0", "debug_dir_roots": "a list of folder paths",
+    "timeout": "seconds > 0", "keep_warm": "seconds >= 0", "debug_dir_roots": "a list of folder paths",
     "imports": "a list of module names", "auto_reproduce": "true or false",
     "trusted": "true or false",
 }

@@ -15,6 +15,7 @@ import pytest
 
 from minifier.events import DoneEvent, parse_event
 from minifier.artifacts import relocate_dump
+from minifier.forkserver import WORKER_NAME
 from minifier.signature import Signature, analyze_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,8 +71,8 @@ def workers_in(folder: str) -> list[int]:
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.readlink(f"/proc/{pid}/cwd").startswith(folder) and b"minifier.worker" in open(
-                    f"/proc/{pid}/cmdline", "rb").read():
+            if os.readlink(f"/proc/{pid}/cwd").startswith(folder) and open(
+                    f"/proc/{pid}/comm").read().strip() == WORKER_NAME:
                 found.append(int(pid))
         except OSError:
             continue

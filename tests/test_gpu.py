@@ -15,7 +15,10 @@ import time
 import pytest
 
 from conftest import ROOT, aoti_minify, events_of, minify, repro_signature
+from minifier import protocol as p
+from minifier.launcher import read_launcher
 from minifier.session import default_devices
+from minifier.workers import Pool, PoolConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.compile]
 MACHINE_CXX = "/opt/gcc/bin/g++"
@@ -100,6 +103,27 @@ def test_machine_default_compiler_crash_is_survived_and_explained(dumps, tmp_pat
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert failure["signature"]["exc_type"] == "WorkerCrash" and failure["signature"]["message"] == "SIGSEGV"
     assert "while loading the compiled AOTI package" in failure["headline"]
+
+
+def test_fork_server_whose_imports_touch_cuda_falls_back_to_fresh_workers(dumps, tmp_path, monkeypatch):
+    # Asking the CUDA driver anything before forking makes torch refuse CUDA in the children; another
+    # torch version may do so at import time. Here a sitecustomize asks, once, at the fork server's start.
+    launcher = dumps.get(str(tmp_path / "dump"), device="cuda")
+    marker = tmp_path / "asked"
+    (tmp_path / "sitecustomize.py").write_text(
+        f"import os\nif not os.path.exists({str(marker)!r}):\n    open({str(marker)!r}, 'w').close()\n"
+        "    import torch\n    torch.cuda.is_available()\n")
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    work = tmp_path / "work"
+    work.mkdir()
+    pool = Pool(PoolConfig(init=p.InitRequest(launcher=read_launcher(launcher), work_dir=str(work)),
+                           log_dir=str(work), size=1))
+    try:
+        stored = pool.call(p.ValuesRequest(path=str(work / "values.pt")))  # the program run eagerly on the GPU
+    finally:
+        pool.close()
+    assert marker.exists() and stored.error is None and stored.stored, stored
+    assert "each worker starts a fresh interpreter" in (work / "forkserver.log").read_text()
 
 
 USER_PROGRAM = """

@@ -1,15 +1,40 @@
-"""Worker pool policy that needs no compile: GPU spreading, environment, dead workers."""
+"""Worker pool policy that needs no compile: GPU spreading, environment, dead workers, the fork server."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
 
 from minifier import protocol as p
 from minifier.launcher import LauncherSpec
 from minifier.workers import Pool, PoolConfig, PoolError, _worker_env
 
 
-def config(tmp_path, **kwargs) -> PoolConfig:
+def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
+    env = env or {"TORCHINDUCTOR_CACHE_DIR": "/tmp/cache", "TORCHDYNAMO_REPRO_AFTER": None}
     spec = LauncherSpec(path=str(tmp_path / "minifier_launcher.py"), pt2=str(tmp_path / "x.pt2"), run_repro_line=0,
-                        env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/cache", "TORCHDYNAMO_REPRO_AFTER": None})
-    init = p.InitRequest(launcher=spec, work_dir=str(tmp_path))
+                        env=env)
+    init = p.InitRequest(launcher=spec, work_dir=str(tmp_path), imports=list(imports))
     return PoolConfig(init=init, log_dir=str(tmp_path), **kwargs)
+
+
+def parent_of(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def gone(pid: int, seconds: float = 15) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
 
 
 def test_workers_are_spread_round_robin_over_the_gpus(tmp_path, monkeypatch):
@@ -25,14 +50,66 @@ def test_no_devices_leaves_visibility_alone(tmp_path, monkeypatch):
     assert "CUDA_VISIBLE_DEVICES" not in _worker_env(config(tmp_path, size=1), 0)
 
 
-def test_workers_that_cannot_start_give_a_clear_error(tmp_path):
-    # An interpreter that exits at once stands for a broken environment (no torch, bad CUDA install).
-    pool = Pool(config(tmp_path, size=1, python="/bin/false", start_timeout=30))
+def test_an_interpreter_that_cannot_start_workers_gives_a_clear_error(tmp_path):
+    # An interpreter that exits at once stands for a broken environment (a venv whose Python is gone).
+    with pytest.raises(PoolError) as raised:
+        Pool(config(tmp_path, size=1, python="/bin/false", start_timeout=30))
+    assert raised.value.code == "environment" and "fork server is gone" in str(raised.value)
+
+
+def test_workers_dying_while_starting_are_reported_with_their_signal(tmp_path, monkeypatch):
+    (tmp_path / "aoti_lens_aborts.py").write_text("import os\nos.abort()\n")  # a custom-op library that crashes
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    pool = Pool(config(tmp_path, size=1, imports=["aoti_lens_aborts"], start_timeout=60))
     try:
-        pool.call(p.DescribeRequest())
-    except PoolError as e:
-        assert e.code == "environment" and "keep dying while starting" in str(e)
-    else:
-        raise AssertionError("expected PoolError")
+        with pytest.raises(PoolError) as raised:
+            pool.call(p.DescribeRequest())
     finally:
         pool.close()
+    assert raised.value.code == "environment" and "keep dying while starting" in str(raised.value)
+    assert "killed by SIGABRT" in str(raised.value)
+
+
+def test_a_warm_fork_server_serves_the_next_run_with_the_same_environment(tmp_path):
+    for run in "abc":
+        (tmp_path / run).mkdir()
+    first = Pool(config(tmp_path / "a", size=1, keep_warm=60))
+    server = first.forks.pid
+    assert parent_of(first.slots[0].proc.pid) == server  # workers are forked, not started cold
+    first.close()
+    second = Pool(config(tmp_path / "b", size=1, keep_warm=60))
+    other_env = None
+    try:
+        assert second.forks.pid == server
+        assert parent_of(second.slots[0].proc.pid) == server
+        # Inductor reads TORCHINDUCTOR_* at import: another environment needs its own server.
+        other_env = Pool(config(tmp_path / "c", env={"TORCHINDUCTOR_CACHE_DIR": "/tmp/other"}, size=1, keep_warm=60))
+        assert other_env.forks.pid != server
+    finally:
+        second.close()
+        for pool in filter(None, [other_env]):
+            pool.close()
+            os.kill(pool.forks.pid, signal.SIGKILL)
+        os.kill(server, signal.SIGKILL)
+
+
+def test_a_killed_driver_takes_its_workers_but_not_the_warm_fork_server(tmp_path):
+    driver = subprocess.Popen([sys.executable, "-c", f"""
+import sys, time
+sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})
+sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
+import pathlib
+from test_workers import config
+from minifier.workers import Pool
+pool = Pool(config(pathlib.Path({str(tmp_path)!r}), size=1, keep_warm=60))
+print(pool.forks.pid, pool.slots[0].proc.pid, flush=True)
+time.sleep(600)
+"""], stdout=subprocess.PIPE, text=True)
+    server, worker = map(int, driver.stdout.readline().split())
+    try:
+        driver.kill()
+        driver.wait()
+        assert gone(worker)
+        assert not gone(server, seconds=1)
+    finally:
+        os.kill(server, signal.SIGKILL)

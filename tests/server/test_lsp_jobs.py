@@ -4,6 +4,7 @@ second failure auto-reproduces and a third one appears, then cancellation of run
 from __future__ import annotations
 
 import asyncio
+import glob
 import os
 import re
 
@@ -92,8 +93,17 @@ async def test_background_minification_with_concurrent_failures(tmp_path, dumps)
         await client.command("aoti.openRepro", id_a)
         await until(lambda: client.shown_documents[-1].uri == uri(repro), "repro.py to be shown")
         assert {i["state"] for i in await client.failures()} == {"minimized", "reproduced"}
+
+        # b's background reproduction and a's minify (two aoti-minify processes) forked their workers
+        # from one fork server, kept warm by the first for the next
+        logs = glob.glob(str(ws / "**" / "aoti-lens-work" / "worker-*.log"), recursive=True)
+        forked_by = {int(pid) for log in logs for pid in re.findall(r"forked by (\d+) ===", open(log).read())}
+        assert len(logs) >= 3 and len(forked_by) == 1, (logs, forked_by)
+        [fork_server] = forked_by
+        assert alive(fork_server)
     assert not [m for m in client.messages if m.type == types.MessageType.Error]
     await until(lambda: processes_in(str(tmp_path)) == [], "no process left behind", timeout=15)
+    await until(lambda: not alive(fork_server), "the fork server to end with the language server", timeout=15)
 
 
 async def test_cancel_by_command_and_from_the_progress_bar(tmp_path, dumps):

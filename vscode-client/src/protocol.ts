@@ -52,6 +52,7 @@ export interface Settings {
   workers?: number;
   devices?: string;
   timeout?: number;
+  keepWarm?: number;
   debugDirRoots?: string[];
   imports?: string[];
   autoReproduce?: boolean;

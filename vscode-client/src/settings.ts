@@ -41,6 +41,8 @@ export function buildSettings(config: ConfigReader, python: string | undefined, 
   if (typeof devices === 'string' && devices.trim()) settings.devices = devices.replace(/\s+/g, '');
   const timeout = positiveNumber(config.get('timeout'), false);
   if (timeout !== undefined) settings.timeout = timeout;
+  const keepWarm = config.get<unknown>('keepWarm');
+  if (typeof keepWarm === 'number' && Number.isFinite(keepWarm) && keepWarm >= 0) settings.keepWarm = keepWarm;
   const roots = config.get<unknown>('debugDirRoots');
   if (Array.isArray(roots)) {
     const clean = roots

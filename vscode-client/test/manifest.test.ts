@@ -48,7 +48,7 @@ test('the extension never registers the server commands itself', () => {
 
 test('settings contributed for every Settings key but trusted', () => {
   const props = Object.keys(contributes.configuration.properties).sort();
-  assert.deepEqual(props, ['aoti.autoReproduce', 'aoti.debugDirRoots', 'aoti.devices', 'aoti.imports', 'aoti.python', 'aoti.timeout', 'aoti.workers']);
+  assert.deepEqual(props, ['aoti.autoReproduce', 'aoti.debugDirRoots', 'aoti.devices', 'aoti.imports', 'aoti.keepWarm', 'aoti.python', 'aoti.timeout', 'aoti.workers']);
 });
 
 test('the failures view exists', () => {

@@ -21,7 +21,7 @@ test('trust is passed through as given', () => {
 
 test('all settings map to the protocol Settings', () => {
   const s = buildSettings(
-    config({ workers: 3, devices: ' 0, 1 ', timeout: 120, debugDirRoots: ['/dumps', 'rel', '${workspaceFolder}/x', ''], imports: [' my_ops ', ''], autoReproduce: false }),
+    config({ workers: 3, devices: ' 0, 1 ', timeout: 120, keepWarm: 0, debugDirRoots: ['/dumps', 'rel', '${workspaceFolder}/x', ''], imports: [' my_ops ', ''], autoReproduce: false }),
     'python3',
     true,
     { workspaceFolder: '/ws', home: '/home/u' },
@@ -32,6 +32,7 @@ test('all settings map to the protocol Settings', () => {
     workers: 3,
     devices: '0,1',
     timeout: 120,
+    keepWarm: 0,
     debugDirRoots: ['/dumps', '/ws/rel', '/ws/x'],
     imports: ['my_ops'],
     autoReproduce: false,
@@ -39,7 +40,7 @@ test('all settings map to the protocol Settings', () => {
 });
 
 test('invalid values are left out so the server defaults apply', () => {
-  const s = buildSettings(config({ workers: 0, timeout: -5, devices: '   ', debugDirRoots: 'nope', imports: 'x', autoReproduce: 'yes' }), undefined, true);
+  const s = buildSettings(config({ workers: 0, timeout: -5, keepWarm: -1, devices: '   ', debugDirRoots: 'nope', imports: 'x', autoReproduce: 'yes' }), undefined, true);
   assert.deepEqual(s, { trusted: true, autoReproduce: true });
   assert.equal(buildSettings(config({ workers: 2.7 }), undefined, true).workers, 2);
   assert.equal(buildSettings(config({ workers: null, timeout: null }), undefined, true).workers, undefined);

@@ -1,0 +1,73 @@
+"""Driver <-> fork server messages: one JSON object per SOCK_SEQPACKET record.
+
+A Spawn record carries the new worker's request pipe, reply pipe and log file as SCM_RIGHTS file
+descriptors, so the worker talks to the driver exactly as a directly started one would; only these
+dataclasses travel on the socket itself. Torch-free.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Literal, Union
+
+from . import wire
+
+
+@dataclass(frozen=True)
+class Hello:
+    """Sent once torch, Inductor and torch.export are imported: from now on a spawn takes milliseconds."""
+
+    pid: int
+    type: Literal["hello"] = "hello"
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """Fork a worker with this environment and working directory (fds: request, reply, log)."""
+
+    env: dict[str, str]
+    cwd: str
+    type: Literal["spawn"] = "spawn"
+
+
+@dataclass(frozen=True)
+class Spawned:
+    pid: int
+    type: Literal["spawned"] = "spawned"
+
+
+@dataclass(frozen=True)
+class Refused:
+    message: str
+    type: Literal["refused"] = "refused"
+
+
+@dataclass(frozen=True)
+class Exited:
+    """A worker this connection spawned has been reaped; `returncode` as subprocess reports it
+    (negative: killed by that signal). The driver is not the worker's parent and cannot wait for it."""
+
+    pid: int
+    returncode: int
+    type: Literal["exited"] = "exited"
+
+
+Message = Union[Hello, Spawn, Spawned, Refused, Exited]
+_TYPES = {"hello": Hello, "spawn": Spawn, "spawned": Spawned, "refused": Refused, "exited": Exited}
+MAX_RECORD = 1 << 20
+FDS_PER_SPAWN = 3
+
+
+def encode(message: Message) -> bytes:
+    return wire.dumps(message).encode()
+
+
+def decode(record: bytes) -> Message:
+    try:
+        data = json.loads(record)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise wire.WireError(f"unreadable fork server message: {record[:120]!r}") from e
+    if not isinstance(data, dict) or data.get("type") not in _TYPES:
+        raise wire.WireError(f"unknown fork server message: {record[:120]!r}")
+    return wire.decode(_TYPES[data["type"]], data)

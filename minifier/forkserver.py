@@ -1,0 +1,306 @@
+"""The fork server: imports torch, Inductor and torch.export once, then forks workers on request.
+
+A cold `import torch` with Inductor takes 4 to 13 s on the H200 machine, longer than compiling a
+small failing graph twice; a worker forked from a process that has already paid it starts at once.
+It says Hello once torch is in, and imports the rest (Inductor, Triton) between requests, so a cold
+run's first workers do not wait for imports they can make themselves meanwhile. This process never
+touches CUDA (a CUDA context does not survive fork): each worker sets its own CUDA_VISIBLE_DEVICES and
+creates its context after the fork.
+
+    python -m minifier.forkserver --fd N                       one driver's private server
+    python -m minifier.forkserver --name NAME --idle S --owner PID
+
+A private server serves the connected socket N and exits when it closes. A named one listens on the
+abstract Unix socket NAME (nothing on disk), serves any process of the same user, and exits after S
+idle seconds or when process PID is gone. Either way, a connection that closes takes the workers it
+spawned with it, so a driver killed outright leaves no workers behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+
+from . import fork_protocol as fp
+from .protocol import phase
+from .wire import WireError
+
+# What every worker imports before its first compile, torch first; triton only where it is installed.
+_PRELOAD = ("torch", "minifier.worker", "minifier.graph", "torch.export", "torch._inductor.config",
+            "torch._inductor.compile_fx", "triton")
+# torch.cuda.is_available() asks the CUDA driver, and from then on torch refuses CUDA in forked children
+# ("Cannot re-initialize CUDA in forked subprocess"). Inductor asks it at import time (torch 2.11:
+# runtime/benchmarking.py); with this variable set torch asks NVML instead, which leaves fork usable.
+_NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+
+
+# What `ps`, `top` and the tests see: workers share the fork server's command line.
+WORKER_NAME, SERVER_NAME = "aoti-lens-work", "aoti-lens-fork"
+
+
+def name_process(name: str) -> None:
+    try:
+        with open("/proc/self/comm", "w") as f:
+            f.write(name)
+    except OSError:
+        pass
+
+
+def peer_uid(sock: socket.socket) -> int:
+    _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return uid
+
+
+class Server:
+    def __init__(self, listener: socket.socket | None, idle: float, owner: int) -> None:
+        self.listener = listener
+        self.idle = idle
+        self.owner = owner
+        self.fresh_workers = False  # set once forked children could no longer use CUDA
+        self.selector = selectors.DefaultSelector()
+        self.children: dict[int, socket.socket] = {}
+        self.connections: set[socket.socket] = set()
+        self.last_active = time.monotonic()
+        self.wake_read, wake_write = os.pipe()
+        os.set_blocking(self.wake_read, False)
+        os.set_blocking(wake_write, False)
+        signal.set_wakeup_fd(wake_write)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that the wakeup fd hears of exits
+        self.selector.register(self.wake_read, selectors.EVENT_READ, "reap")
+        if listener is not None:
+            self.selector.register(listener, selectors.EVENT_READ, "accept")
+
+    def add(self, connection: socket.socket) -> None:
+        self.connections.add(connection)
+        self.selector.register(connection, selectors.EVENT_READ, connection)
+        self._send(connection, fp.Hello(pid=os.getpid()))
+
+    def serve(self, preload: list[str]) -> None:
+        """Answer requests; when there are none, import the next of `preload` (workers forked before it
+        is in import it themselves, in parallel)."""
+        while not self._finished():
+            events = self.selector.select(timeout=0 if preload else 1.0)
+            for key, _ in events:
+                if key.data == "reap":
+                    self._reap()
+                elif key.data == "accept":
+                    self._accept()
+                else:
+                    self._receive(key.data)
+            if preload and not events:
+                self.load(preload.pop(0))
+
+    def load(self, module: str) -> None:
+        if self.fresh_workers:
+            return
+        _import(module)
+        if _fork_poisoned():
+            self.fresh_workers = True
+            print(f"importing {module} made torch refuse CUDA in forked children: from now on each worker "
+                  "starts a fresh interpreter (a cold start, as without a fork server)", flush=True)
+
+    def _finished(self) -> bool:
+        if self.listener is None:  # private: lives exactly as long as its one driver
+            return not self.connections and not self.children
+        if self.owner and not _alive(self.owner):
+            for connection in list(self.connections):
+                self._close(connection)
+            return True
+        if self.connections or self.children:
+            self.last_active = time.monotonic()
+            return False
+        return time.monotonic() - self.last_active > self.idle
+
+    def _accept(self) -> None:
+        connection, _ = self.listener.accept()
+        if peer_uid(connection) != os.getuid():  # another user must never get a process of ours
+            connection.close()
+            return
+        self.add(connection)
+
+    def _receive(self, connection: socket.socket) -> None:
+        try:
+            record, fds, _, _ = socket.recv_fds(connection, fp.MAX_RECORD, fp.FDS_PER_SPAWN)
+        except OSError:
+            record, fds = b"", []
+        if not record:
+            self._close(connection)
+            return
+        try:
+            message = fp.decode(record)
+        except WireError as e:
+            message = e
+        if not isinstance(message, fp.Spawn) or len(fds) != fp.FDS_PER_SPAWN:
+            for fd in fds:
+                os.close(fd)
+            self._send(connection, fp.Refused(message=f"expected a spawn with {fp.FDS_PER_SPAWN} fds: {message}"))
+            return
+        self._spawn(connection, message, fds)
+
+    def _spawn(self, connection: socket.socket, request: fp.Spawn, fds: list[int]) -> None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            self._become_worker(request, fds)
+        for fd in fds:
+            os.close(fd)
+        self.children[pid] = connection
+        self._send(connection, fp.Spawned(pid=pid))
+
+    def _become_worker(self, request: fp.Spawn, fds: list[int]) -> None:
+        code = 1
+        try:
+            os.setsid()  # its own group: a timeout kills its compiler children with it
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            self.selector.close()
+            os.close(self.wake_read)
+            for sock in [*self.connections, *filter(None, [self.listener])]:
+                sock.close()
+            fd_in, fd_out, log = fds
+            os.dup2(log, 1)
+            os.dup2(log, 2)
+            os.close(log)
+            devnull = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(devnull, 0)
+            os.close(devnull)
+            os.chdir(request.cwd)
+            os.environ.clear()
+            os.environ.update(request.env)
+            if self.fresh_workers:
+                os.set_inheritable(fd_in, True)
+                os.set_inheritable(fd_out, True)
+                os.execv(sys.executable, [sys.executable, "-m", "minifier.worker", str(fd_in), str(fd_out)])
+            from .worker import serve
+            serve(fd_in, fd_out)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+
+    def _reap(self) -> None:
+        try:
+            while os.read(self.wake_read, 512):
+                pass
+        except BlockingIOError:
+            pass
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            connection = self.children.pop(pid, None)
+            if connection is not None and connection in self.connections:
+                self._send(connection, fp.Exited(pid=pid, returncode=os.waitstatus_to_exitcode(status)))
+
+    def _close(self, connection: socket.socket) -> None:
+        for pid, owner in self.children.items():
+            if owner is connection:
+                _kill_group(pid)
+        self.connections.discard(connection)
+        self.selector.unregister(connection)
+        connection.close()
+
+    def _send(self, connection: socket.socket, message: fp.Message) -> None:
+        try:
+            connection.send(fp.encode(message))
+        except OSError:
+            pass  # the driver is gone; reading its connection's end reports that
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _import(module: str) -> None:
+    before = os.environ.get(_NVML_CHECK)
+    os.environ[_NVML_CHECK] = "1"
+    try:
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module)
+            phase("imported", module)
+    except Exception:  # a worker that needs it will fail on its own, with its own clear message
+        traceback.print_exc()
+    finally:
+        if before is None:
+            del os.environ[_NVML_CHECK]
+        else:
+            os.environ[_NVML_CHECK] = before
+
+
+def _fork_poisoned() -> bool:
+    """Whether a child forked now would be refused CUDA: another torch version, or a site hook, may ask
+    the driver at import time somewhere else. Asked of a throwaway child, where torch keeps that flag."""
+    torch = sys.modules.get("torch")
+    in_bad_fork = getattr(getattr(torch, "_C", None), "_cuda_isInBadFork", None)
+    if in_bad_fork is None:
+        return False
+    pid = os.fork()
+    if pid == 0:
+        os._exit(1 if in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) != 0
+
+
+def _listen(name: str) -> socket.socket | None:
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        listener.bind("\0" + name)
+    except OSError:  # another driver started the same server a moment earlier: use that one
+        listener.close()
+        return None
+    listener.listen(64)
+    return listener
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m minifier.forkserver")
+    parser.add_argument("--fd", type=int)
+    parser.add_argument("--name")
+    parser.add_argument("--idle", type=float, default=600.0)
+    parser.add_argument("--owner", type=int, default=0)
+    args = parser.parse_args(argv)
+    name_process(SERVER_NAME)
+    print(f"=== fork server {os.getpid()} started at {time.time():.3f} ===", flush=True)
+    listener = _listen(args.name) if args.name else None
+    if args.name and listener is None:
+        return 0
+    server = Server(listener, args.idle, args.owner)
+    first, *rest = _PRELOAD
+    server.load(first)
+    if args.fd is not None:
+        server.add(socket.socket(fileno=args.fd))
+    server.serve(rest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
