@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections import deque
 from collections.abc import Mapping
 
 from . import fork_protocol as fp
@@ -29,31 +30,46 @@ class ForkServerGone(RuntimeError):
 
 
 class Forked:
-    """A worker forked by the fork server, seen from the driver."""
+    """A worker forked by the fork server, seen from the driver. Spawns are pipelined: its pid arrives
+    with the server's answer, which is awaited only when the pid is needed."""
 
-    def __init__(self, server: ForkServer, pid: int) -> None:
+    def __init__(self, server: ForkServer, timeout: float) -> None:
         self.server = server
-        self.pid = pid
+        self.timeout = timeout
+        self.answer: fp.Spawned | fp.Refused | None = None
+
+    @property
+    def pid(self) -> int:
+        while self.answer is None:
+            if self.server.receive(self.timeout, until=(fp.Spawned, fp.Refused)) is None:
+                raise ForkServerGone(f"the fork server did not answer a spawn within {self.timeout:.0f} s")
+        if isinstance(self.answer, fp.Refused):
+            raise ForkServerGone(self.answer.message)
+        return self.answer.pid
 
     def poll(self) -> int | None:
         try:
             self.server.receive(timeout=0)
         except ForkServerGone:
             return self.wait()
+        if self.answer is None:
+            return None  # not forked yet: as good as running
         return self.server.exits.get(self.pid)
 
     def wait(self) -> int:
         try:
-            while self.pid not in self.server.exits:
+            pid = self.pid
+            while pid not in self.server.exits:
                 self.server.receive(timeout=None, until=fp.Exited)
+            return self.server.exits[pid]
         except ForkServerGone:  # the next spawn reports that; a worker's parent-watch kills it like this
-            self.server.exits.setdefault(self.pid, -signal.SIGKILL)
-        return self.server.exits[self.pid]
+            return -signal.SIGKILL
 
     def kill(self) -> None:
+        """The worker and its compiler children: it leads its own process group."""
         try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError, ForkServerGone):
             pass
 
 
@@ -62,6 +78,7 @@ class ForkServer:
         self.sock = sock
         self.process = process
         self.exits: dict[int, int] = {}
+        self.unanswered: deque[Forked] = deque()
         self.pid = 0
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ)
@@ -115,14 +132,15 @@ class ForkServer:
         self.pid = message.pid
 
     def spawn(self, env: Mapping[str, str], cwd: str, fds: tuple[int, int, int], timeout: float) -> Forked:
+        """Ask for a worker without waiting: a pool's workers are all asked for at once, and the server
+        forks them all before it goes on importing."""
         try:
             socket.send_fds(self.sock, [fp.encode(fp.Spawn(env=dict(env), cwd=cwd))], list(fds))
         except OSError as e:
             raise ForkServerGone(self._gone(f"cannot reach it ({e})")) from e
-        reply = self.receive(timeout, until=(fp.Spawned, fp.Refused))
-        if isinstance(reply, fp.Spawned):
-            return Forked(self, reply.pid)
-        raise ForkServerGone(reply.message if reply else f"the fork server did not answer within {timeout:.0f} s")
+        forked = Forked(self, timeout)
+        self.unanswered.append(forked)
+        return forked
 
     def receive(self, timeout: float | None, until: type | tuple[type, ...] = ()) -> fp.Message | None:
         """Read what the server sends within `timeout`, recording exits; return the first `until` message
@@ -135,6 +153,8 @@ class ForkServer:
             message = self._read()
             if isinstance(message, fp.Exited):
                 self.exits[message.pid] = message.returncode
+            elif isinstance(message, (fp.Spawned, fp.Refused)) and self.unanswered:
+                self.unanswered.popleft().answer = message  # the server answers spawns in order
             if until and isinstance(message, until):
                 return message
 

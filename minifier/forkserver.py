@@ -19,6 +19,7 @@ spawned with it, so a driver killed outright leaves no workers behind.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import importlib.util
 import os
@@ -103,6 +104,9 @@ class Server:
         if self.fresh_workers:
             return
         _import(module)
+        # Out of the collector's sight: a worker's collections would otherwise walk, and so copy page by
+        # page, everything imported here.
+        gc.freeze()
         if _fork_poisoned():
             self.fresh_workers = True
             print(f"importing {module} made torch refuse CUDA in forked children: from now on each worker "

@@ -110,10 +110,7 @@ class _Slot:
 
     def kill(self) -> None:
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
+            self.proc.kill()
         self.proc.wait()
         self.state = "dead"
         for fd in (self.req_write, self.rep_read):
