@@ -7,7 +7,6 @@ dataclasses travel on the socket itself. Torch-free.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Literal, Union
 
@@ -64,10 +63,4 @@ def encode(message: Message) -> bytes:
 
 
 def decode(record: bytes) -> Message:
-    try:
-        data = json.loads(record)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise wire.WireError(f"unreadable fork server message: {record[:120]!r}") from e
-    if not isinstance(data, dict) or data.get("type") not in _TYPES:
-        raise wire.WireError(f"unknown fork server message: {record[:120]!r}")
-    return wire.decode(_TYPES[data["type"]], data)
+    return wire.decode_tagged(record, _TYPES, "fork server message")

@@ -6,7 +6,6 @@ only these messages travel on the pipes. Torch-free so the driver never imports 
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from typing import Literal, Union
@@ -166,18 +165,8 @@ def encode(message: Request | Reply) -> bytes:
 
 
 def decode_request(line: bytes) -> Request:
-    return _decode(line, _REQUESTS)
+    return wire.decode_tagged(line, _REQUESTS, "worker message")
 
 
 def decode_reply(line: bytes) -> Reply:
-    return _decode(line, _REPLIES)
-
-
-def _decode(line: bytes, table: dict[str, type]):
-    try:
-        data = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise wire.WireError(f"unreadable worker message: {line[:120]!r}") from e
-    if not isinstance(data, dict) or data.get("type") not in table:
-        raise wire.WireError(f"unknown worker message: {line[:120]!r}")
-    return wire.decode(table[data["type"]], data)
+    return wire.decode_tagged(line, _REPLIES, "worker message")

@@ -38,6 +38,17 @@ def decode(cls: type[T], data: Any) -> T:
     return _decode(cls, data, cls.__name__)
 
 
+def decode_tagged(line: bytes, table: dict[str, type], what: str) -> Any:
+    """One JSON object whose `type` field picks its dataclass in `table`."""
+    try:
+        data = json.loads(line)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise WireError(f"unreadable {what}: {line[:120]!r}") from e
+    if not isinstance(data, dict) or data.get("type") not in table:
+        raise WireError(f"unknown {what}: {line[:120]!r}")
+    return decode(table[data["type"]], data)
+
+
 def _decode(tp: Any, data: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):

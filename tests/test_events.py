@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from minifier import fork_protocol as fp
 from minifier.events import (SCHEMA_VERSION, CandidateEvent, CheckpointEvent, DoneEvent, Failure, FailureEvent,
                              encode_event, parse_event)
 from minifier.protocol import Outcome, QueryRequest, decode_reply, decode_request, encode
@@ -47,3 +48,18 @@ def test_worker_messages_round_trip():
     outcome = Outcome(key="abc", status="raised", seconds=1.5,
                       error=ErrorAnalysis(signature=SIG, headline="h", kernel=KernelRef(file="/k.cpp", line=15)))
     assert decode_reply(encode(outcome)) == outcome
+
+
+@pytest.mark.parametrize("message", [
+    fp.Hello(pid=7), fp.Spawn(env={"CUDA_VISIBLE_DEVICES": "1"}, cwd="/w"), fp.Spawned(pid=8),
+    fp.Refused(message="no fds"), fp.Exited(pid=8, returncode=-11),
+])
+def test_fork_server_messages_round_trip(message):
+    assert fp.decode(fp.encode(message)) == message
+
+
+def test_bad_fork_server_records_are_rejected_clearly():
+    with pytest.raises(WireError, match="unknown fork server message"):
+        fp.decode(b'{"type": "fork_bomb"}')
+    with pytest.raises(WireError, match="Exited: missing field 'returncode'"):
+        fp.decode(b'{"type": "exited", "pid": 3}')
