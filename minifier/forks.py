@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Mapping
 
 from . import fork_protocol as fp
-from .forkserver import peer_uid
+from .forkserver import kill_worker, peer_uid
 from .wire import WireError
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -66,10 +66,9 @@ class Forked:
             return -signal.SIGKILL
 
     def kill(self) -> None:
-        """The worker and its compiler children: it leads its own process group."""
         try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError, ForkServerGone):
+            kill_worker(self.pid)
+        except ForkServerGone:
             pass
 
 

@@ -215,7 +215,7 @@ class Server:
     def _close(self, connection: socket.socket) -> None:
         for pid, owner in self.children.items():
             if owner is connection:
-                _kill_group(pid)
+                kill_worker(pid)
         self.connections.discard(connection)
         self.selector.unregister(connection)
         connection.close()
@@ -227,11 +227,14 @@ class Server:
             pass  # the driver is gone; reading its connection's end reports that
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+def kill_worker(pid: int) -> None:
+    """The worker and its compiler children: it leads its own process group, except in the moment
+    between the fork and its setsid(), when only the process itself exists to be killed."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 def _alive(pid: int) -> bool:

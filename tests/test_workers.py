@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -113,3 +114,21 @@ time.sleep(600)
         assert not gone(server, seconds=1)
     finally:
         os.kill(server, signal.SIGKILL)
+
+
+def test_a_worker_killed_the_moment_it_is_forked_is_reaped(tmp_path):
+    # A minify can end right after it replaced a worker, before the new one has made itself a process
+    # group leader: killing that worker must still kill it, and closing the pool must not wait forever.
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x):
+            return x.relu()
+
+    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(tmp_path / "x.pt2"))  # workers stay up
+    pool = Pool(config(tmp_path, size=2, start_timeout=60))
+    assert isinstance(pool.call(p.DescribeRequest()), p.Described)  # the fork server forks at once from now on
+    closing = threading.Thread(target=lambda: ([pool._replace(pool.slots[0]) for _ in range(5)], pool.close()))
+    closing.start()
+    closing.join(timeout=60)
+    assert not closing.is_alive(), "closing the pool hung on a worker that was never killed"
