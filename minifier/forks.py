@@ -86,11 +86,7 @@ class ForkServer:
     def private(cls, python: str, env: Mapping[str, str], log_path: str, timeout: float) -> ForkServer:
         """A server for this driver alone: it exits when the driver closes (or loses) the connection."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        with open(log_path, "ab") as log:
-            process = subprocess.Popen(
-                [python, "-m", "minifier.forkserver", "--fd", str(theirs.fileno())], pass_fds=(theirs.fileno(),),
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env), start_new_session=True,
-                cwd="/")
+        process = _start(python, ["--fd", str(theirs.fileno())], env, log_path, pass_fds=(theirs.fileno(),))
         theirs.close()
         server = cls(ours, process)
         server.hello(timeout)
@@ -105,11 +101,7 @@ class ForkServer:
         for _ in range(2):  # a server that was just then exiting for idleness: start a new one
             sock = _connect(name)
             if sock is None:
-                with open(log_path, "ab") as log:
-                    subprocess.Popen([python, "-m", "minifier.forkserver", "--name", name, "--idle", f"{idle:g}",
-                                      "--owner", str(owner)], stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, env=dict(env), start_new_session=True,
-                                     cwd="/")  # a warm server must not pin the first run's folder
+                _start(python, ["--name", name, "--idle", f"{idle:g}", "--owner", str(owner)], env, log_path)
                 sock = _connect(name, wait=min(timeout, 60.0))
             if sock is None:
                 break
@@ -192,6 +184,15 @@ def shared_name(python: str, env: Mapping[str, str], owner: int) -> str:
     stamp = max(os.stat(os.path.join(PACKAGE_DIR, f)).st_mtime_ns for f in os.listdir(PACKAGE_DIR) if f.endswith(".py"))
     key = json.dumps([python, sorted(env.items()), stamp, owner])
     return f"aoti-lens-forkserver-{os.getuid()}-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
+
+
+def _start(python: str, args: list[str], env: Mapping[str, str], log_path: str,
+           pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+    # cwd "/": a server kept warm must not pin the first run's folder
+    with open(log_path, "ab") as log:
+        return subprocess.Popen([python, "-m", "minifier.forkserver", *args], pass_fds=pass_fds, cwd="/",
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env),
+                                start_new_session=True)
 
 
 def _connect(name: str, wait: float = 0.0) -> socket.socket | None:
