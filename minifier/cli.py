@@ -1,7 +1,7 @@
 """`aoti-minify`: reproduce and minify PyTorch AOTInductor failures.
 
 Exit codes (stable; the language server relies on them):
-  0   reproduced (`run`) / minimized (`minify`) / demo finished
+  0   reproduced (`run`) / minimized (`minify`) / demo finished / fork server warm (`warm`)
   1   the program does not fail (with the expected error) here
   2   usage error
   3   bad input: not an AOTI launcher, missing or corrupt .pt2, unwritable output folder
@@ -94,6 +94,13 @@ def build_parser() -> argparse.ArgumentParser:
     minify.add_argument("--copy-to", default=None, metavar="DIR", help="also copy repro.py and repro.pt2 to DIR")
     minify.add_argument("--no-slice", dest="slicing", action="store_false", help="skip kernel-origin slicing")
 
+    warm = commands.add_parser("warm", help="start the workers' fork server (torch imported) for this launcher and "
+                               "leave it for the next run with --keep-warm; the language server does this on discovery")
+    warm.add_argument("launcher")
+    warm.add_argument("--keep-warm", type=float, default=600.0, metavar="SECONDS",
+                      help="how long it waits for that run (default 600)")
+    warm.add_argument("--devices", default="", help="as for the run it is for")
+
     capture = commands.add_parser("capture", help="run a program so that AOTI failures that kill it are still dumped",
                                   description="aoti-minify capture [--dir DIR] -- python train.py ...")
     capture.add_argument("--dir", default=".", help="folder that receives torch_compile_debug/ (default: .)")
@@ -121,7 +128,21 @@ def main(argv: list[str] | None = None) -> int:
         return capture(args)
     options = Options(**{k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__})
     options.devices = [d for d in args.devices.split(",") if d] or list(default_devices())
+    if args.command == "warm":
+        return warm(options)
     return execute(args.command, options)
+
+
+def warm(options: Options) -> int:
+    reporter = Reporter(False)
+    try:
+        Session.open(options).warm_up()
+    except (BadLauncher, OutputError) as e:
+        return _fail(reporter, ExitCode.BAD_INPUT, str(e))
+    except PoolError as e:
+        return _fail(reporter, ExitCode.ENVIRONMENT, str(e))
+    reporter.result(f"the workers' fork server is warm for {options.keep_warm:g} s")
+    return ExitCode.OK
 
 
 def execute(command: str, options: Options) -> int:

@@ -18,7 +18,7 @@ from .artifacts import Layout, layout_for, prepare
 from .events import Event, Failure, LogEvent, Verdict, encode_event, load_failure
 from .launcher import LauncherSpec, read_launcher
 from .signature import ErrorAnalysis, Signature, crash_signature
-from .workers import Pool, PoolConfig, Result
+from .workers import Pool, PoolConfig, Result, fork_server
 
 
 @dataclass
@@ -89,11 +89,18 @@ class Session:
         return self.options.check_str if self.options.check_str is not None else self.spec.check_str
 
     def pool(self, size: int) -> Pool:
+        return Pool(self._pool_config(size))
+
+    def warm_up(self) -> None:
+        """Start (or find) the fork server that the next run with --keep-warm will use, and leave it."""
+        fork_server(self._pool_config(0)).close()
+
+    def _pool_config(self, size: int) -> PoolConfig:
         init = p.InitRequest(launcher=self.spec, work_dir=self.layout.work,
                              export_mode=self.options.export_mode, accuracy=self.accuracy,
                              imports=self.options.imports)
-        return Pool(PoolConfig(init=init, log_dir=self.layout.work, size=size, devices=self.options.devices,
-                               timeout=self.options.timeout, keep_warm=self.options.keep_warm))
+        return PoolConfig(init=init, log_dir=self.layout.work, size=size, devices=self.options.devices,
+                          timeout=self.options.timeout, keep_warm=self.options.keep_warm)
 
     def saved_failure(self) -> Failure | None:
         """What an earlier `aoti-minify run` wrote, if anything readable."""

@@ -140,21 +140,9 @@ class Pool:
         self.started = 0
         self.warnings: list[str] = []
         self.torch_version = ""
-        self.forks = self._fork_server()
+        self.forks = fork_server(config)
         for i in range(config.size):
             self._spawn(i)
-
-    def _fork_server(self) -> ForkServer:
-        config, log = self.config, os.path.join(self.config.log_dir, "forkserver.log")
-        env = _worker_env(config, None)
-        try:
-            if config.keep_warm > 0:
-                # Owned by whoever started this driver (the language server, a shell): it may serve
-                # that owner's next run, and must not outlive it.
-                return ForkServer.shared(config.python, env, log, config.start_timeout, config.keep_warm, os.getppid())
-            return ForkServer.private(config.python, env, log, config.start_timeout)
-        except ForkServerGone as e:
-            raise PoolError("environment", f"{e}; last lines of {log}:\n{_tail(log)}") from e
 
     def _spawn(self, index: int) -> _Slot:
         self.generations[index] += 1
@@ -303,6 +291,20 @@ class Pool:
             slot.kill()
         self.slots = []
         self.forks.close()
+
+
+def fork_server(config: PoolConfig) -> ForkServer:
+    """The fork server for these workers: with `keep_warm`, the shared one (started if need be)."""
+    log = os.path.join(config.log_dir, "forkserver.log")
+    env = _worker_env(config, None)
+    try:
+        if config.keep_warm > 0:
+            # Owned by whoever started this driver (the language server, a shell): it may serve that
+            # owner's next run, and must not outlive it.
+            return ForkServer.shared(config.python, env, log, config.start_timeout, config.keep_warm, os.getppid())
+        return ForkServer.private(config.python, env, log, config.start_timeout)
+    except ForkServerGone as e:
+        raise PoolError("environment", f"{e}; last lines of {log}:\n{_tail(log)}") from e
 
 
 def with_this_package(env: Mapping[str, str]) -> dict[str, str]:

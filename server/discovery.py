@@ -152,7 +152,7 @@ async def refresh(ls: AotiLanguageServer, launchers: Iterable[str]) -> None:
             ls.log(f"{record.id}: {record.problem}", types.MessageType.Warning)
         fresh.append(record)
     ls.changed()
-    auto_reproduce(ls, fresh)
+    start_background_work(ls, fresh)
 
 
 def _read_all(launchers: list[str]) -> list[OnDisk | None]:
@@ -166,10 +166,17 @@ def forget(ls: AotiLanguageServer, record: FailureRecord, why: str) -> None:
     ls.changed()
 
 
-def auto_reproduce(ls: AotiLanguageServer, records: Iterable[FailureRecord]) -> None:
-    """Learn what each new failure is (signature, kernel line) in the background, when allowed."""
-    if not (ls.settings.trusted and ls.settings.auto_reproduce):
+def start_background_work(ls: AotiLanguageServer, records: Iterable[FailureRecord]) -> None:
+    """Learn what each new failure is (signature, kernel line) in the background, when allowed; if that
+    starts nothing, at least have warm workers wait for the user's Minify."""
+    if not ls.settings.trusted:
         return
-    for record in records:
-        if record.usable and record.failure is None and record.state == "found" and not ls.jobs.running(record.id):
+    usable = [record for record in records if record.usable]
+    started = False
+    for record in usable:
+        if ls.settings.auto_reproduce and record.failure is None and record.state == "found" \
+                and not ls.jobs.running(record.id):
             ls.jobs.start(record, "run", user=False)
+            started = True
+    if usable and not started:  # a job started here warms the fork server itself
+        ls.jobs.warm(usable[0].launcher)

@@ -72,6 +72,8 @@ class Jobs:
         self.ls = ls
         self._jobs: dict[str, Job] = {}
         self._slots = asyncio.Semaphore(BACKGROUND_SLOTS)
+        self._warming: asyncio.Task[None] | None = None  # held, or the event loop may drop the task
+        self._warmed_at = -float("inf")
 
     def running(self, failure_id: str) -> Job | None:
         return self._jobs.get(failure_id)
@@ -82,6 +84,36 @@ class Jobs:
         job.task = asyncio.create_task(self._run(job, record))
         self.ls.changed()
         return job
+
+    def warm(self, launcher: str) -> None:
+        """Have a fork server with torch imported wait for this failure's next job: without it the first
+        Minify of a failure reproduced in an earlier session, or with autoReproduce off, starts cold."""
+        keep_warm = self.ls.settings.keep_warm
+        # Rescans come with every checkpoint a job writes; a running job, or a recent warm-up, is enough.
+        if not keep_warm or self._jobs or time.monotonic() - self._warmed_at < keep_warm / 2:
+            return
+        self._warmed_at = time.monotonic()
+        self._warming = asyncio.create_task(self._warm(launcher))
+
+    async def _warm(self, launcher: str) -> None:
+        settings = self.ls.settings
+        argv = [settings.python, "-m", "minifier", "warm", launcher, "--keep-warm", f"{settings.keep_warm:g}"]
+        if settings.devices:
+            argv += ["--devices", settings.devices]
+        try:
+            process = await asyncio.create_subprocess_exec(
+                *argv, cwd=os.path.dirname(launcher), env=with_this_package(os.environ),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+            _, stderr = await process.communicate()
+        except OSError as e:
+            self.ls.log(f"cannot start {argv[0]} to warm up the minifier's workers: {e.strerror or e}",
+                        types.MessageType.Warning)
+            return
+        if process.returncode != 0:
+            self.ls.log(f"the minifier's workers could not be warmed up: {stderr.decode(errors='replace').strip()[-500:]}",
+                        types.MessageType.Warning)
+        else:
+            self.ls.log(f"the minifier's workers are warm for {settings.keep_warm:g} s")
 
     def cancel(self, failure_id: str, reason: str) -> bool:
         job = self._jobs.get(failure_id)

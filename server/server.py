@@ -147,7 +147,7 @@ class AotiLanguageServer(LanguageServer):
             await discovery.watch(self)
             await discovery.rescan(self)
         elif self.settings.trusted and not old.trusted:
-            discovery.auto_reproduce(self, self.failures.records())
+            discovery.start_background_work(self, self.failures.records())
 
 
 def create_server() -> AotiLanguageServer:

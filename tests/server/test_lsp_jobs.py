@@ -134,3 +134,16 @@ async def test_cancel_by_command_and_from_the_progress_bar(tmp_path, dumps):
         await until(lambda: processes_in(str(tmp_path)) == [], "the minifiers' workers to be gone", timeout=20)
         await client.command("aoti.cancel", id_a)
         await until(lambda: any("nothing is running" in m.message for m in client.messages), "a no-op answer")
+
+
+async def test_discovery_warms_the_workers_for_the_first_minify(tmp_path, dumps):
+    # Reproduced in an earlier session: discovery has nothing to run, so it only warms the workers up.
+    a = dumps.get(str(tmp_path / "ws" / "a"), reproduced=True)
+    async with lsp_session(str(tmp_path / "ws"), settings={"trusted": True, "workers": 1}) as client:
+        await until(lambda: client.logged(r"the minifier's workers are warm for 600 s"), "the warm-up", timeout=120)
+        work = os.path.join(os.path.dirname(a), "aoti-lens-work")
+        [warm] = re.findall(r"=== fork server (\d+) started", open(os.path.join(work, "forkserver.log")).read())
+        await client.command("aoti.minify", client.item(a)["id"])
+        await until(lambda: client.state(a) == "minimized", "a to be minimized", timeout=300)
+        logs = glob.glob(os.path.join(work, "worker-*.log"))
+        assert {int(pid) for log in logs for pid in re.findall(r"forked by (\d+) ===", open(log).read())} == {int(warm)}

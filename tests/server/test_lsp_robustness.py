@@ -44,7 +44,8 @@ async def test_bad_launchers_get_one_clear_diagnostic_and_no_actions(tmp_path):
     dynamo = fake_dump(ws, "run_3-pid_3", failure=False, launcher_text=(
         "from torch._dynamo.repro.after_aot import run_repro\nrun_repro(None)\n"))
     good = fake_dump(ws, "run_4-pid_4")
-    async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
+    # keepWarm 0: nothing at all may run, not even the warm-up that the reproduced good launcher would get
+    async with lsp_session(ws, settings={"trusted": True, "python": python, "keepWarm": 0}) as client:
         await until(lambda: all(client.diagnostics.get(uri(p)) for p in (not_python, no_pt2, dynamo, good)),
                     "diagnostics on all four launchers")
         reasons = {not_python: "not valid Python", no_pt2: "exported program is missing", dynamo: "not for AOTInductor"}
