@@ -35,9 +35,10 @@ from . import fork_protocol as fp
 from .protocol import phase
 from .wire import WireError
 
-# What every worker imports before its first compile, torch first; triton only where it is installed.
-_PRELOAD = ("torch", "minifier.worker", "minifier.graph", "torch.export", "torch._inductor.config",
-            "torch._inductor.compile_fx", "triton")
+# What a worker's first compile imports; triton only where it is installed (the GPU path).
+COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
+# What every worker imports before its first compile, torch first.
+_PRELOAD = ("torch", "minifier.worker", "minifier.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES)
 # torch.cuda.is_available() asks the CUDA driver, and from then on torch refuses CUDA in forked children
 # ("Cannot re-initialize CUDA in forked subprocess"). Inductor asks it at import time (torch 2.11:
 # runtime/benchmarking.py); with this variable set torch asks NVML instead, which leaves fork usable.
@@ -247,12 +248,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def import_if_installed(module: str) -> bool:
+    if importlib.util.find_spec(module) is None:
+        return False
+    importlib.import_module(module)
+    return True
+
+
 def _import(module: str) -> None:
     before = os.environ.get(_NVML_CHECK)
     os.environ[_NVML_CHECK] = "1"
     try:
-        if importlib.util.find_spec(module) is not None:
-            importlib.import_module(module)
+        if import_if_installed(module):
             phase("imported", module)
     except Exception:  # a worker that needs it will fail on its own, with its own clear message
         traceback.print_exc()

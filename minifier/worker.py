@@ -9,7 +9,6 @@ one. Forked by minifier.forkserver, which has imported torch already; `serve` is
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import os
 import shutil
 import signal
@@ -19,7 +18,7 @@ import time
 import traceback
 
 from . import protocol as p
-from .forkserver import WORKER_NAME, name_process
+from .forkserver import COMPILE_MODULES, WORKER_NAME, import_if_installed, name_process
 from .protocol import phase
 from .signature import analyze_error
 
@@ -92,9 +91,8 @@ class Worker:
                 return x + 1
 
         try:
-            for module in _WARM_MODULES:
-                if importlib.util.find_spec(module) is not None:
-                    importlib.import_module(module)
+            for module in COMPILE_MODULES:
+                import_if_installed(module)
             torch.export.export(Tiny(), (torch.ones(2, device=program_device(self.flat)),))
         except Exception:  # only a head start: the first candidate meets and reports any real problem
             pass
@@ -175,10 +173,6 @@ class Worker:
         except Exception:  # a candidate we cannot save is still a valid verdict
             _remove(path + ".tmp")
             return None
-
-
-# What every compile imports; triton only where it is installed (the GPU path).
-_WARM_MODULES = ("torch._inductor.compile_fx", "triton")
 
 
 def _poisons_cuda(text: str) -> bool:
