@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from minifier.artifacts import relocate_dump  # noqa: E402
+from minifier.workers import forked_by  # noqa: E402
 from timeline import run_marks, start_up, timeline  # noqa: E402  (bench/timeline.py, beside this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -182,9 +183,9 @@ def _measure_ours(proc: subprocess.CompletedProcess, tool: str, name: str, secon
 def end_fork_servers(folder: str) -> None:
     for log in glob.glob(os.path.join(folder, "**", "aoti-lens-work", "worker-*.log"), recursive=True):
         with open(log, errors="replace") as f:
-            for pid in set(re.findall(r"forked by (\d+) ===", f.read())):
+            for pid in forked_by(f.read()):
                 try:
-                    os.kill(int(pid), signal.SIGTERM)
+                    os.kill(pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
 

@@ -10,6 +10,7 @@ pool starts a replacement at once and carries on. Torch-free.
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import sys
@@ -150,8 +151,7 @@ class Pool:
             slot = _Slot(index, self.config, self.generations[index], self.forks)
         except ForkServerGone as e:
             self.close()
-            log = os.path.join(self.config.log_dir, "forkserver.log")
-            raise PoolError("environment", f"cannot start worker {index}: {e}; last lines of {log}:\n{_tail(log)}") from e
+            raise _fork_server_lost(self.config, f"cannot start worker {index}: {e}") from e
         self.selector.register(slot.rep_read, selectors.EVENT_READ, slot)
         if index < len(self.slots):
             self.slots[index] = slot
@@ -295,7 +295,7 @@ class Pool:
 
 def fork_server(config: PoolConfig) -> ForkServer:
     """The fork server for these workers: with `keep_warm`, the shared one (started if need be)."""
-    log = os.path.join(config.log_dir, "forkserver.log")
+    log = _fork_server_log(config)
     env = _worker_env(config, None)
     try:
         if config.keep_warm > 0:
@@ -304,7 +304,22 @@ def fork_server(config: PoolConfig) -> ForkServer:
             return ForkServer.shared(config.python, env, log, config.start_timeout, config.keep_warm, os.getppid())
         return ForkServer.private(config.python, env, log, config.start_timeout)
     except ForkServerGone as e:
-        raise PoolError("environment", f"{e}; last lines of {log}:\n{_tail(log)}") from e
+        raise _fork_server_lost(config, str(e)) from e
+
+
+def _fork_server_log(config: PoolConfig) -> str:
+    return os.path.join(config.log_dir, "forkserver.log")
+
+
+def _fork_server_lost(config: PoolConfig, message: str) -> PoolError:
+    log = _fork_server_log(config)
+    return PoolError("environment", f"{message}; last lines of {log}:\n{_tail(log)}")
+
+
+def forked_by(log_text: str) -> set[int]:
+    """The fork servers that the workers of a worker log were forked by (see the header _Slot writes)."""
+    return {int(pid) for pid in re.findall(r"^=== worker \d+, start \d+ at [0-9.]+, forked by (\d+) ===$", log_text,
+                                            re.MULTILINE)}
 
 
 def with_this_package(env: Mapping[str, str]) -> dict[str, str]:

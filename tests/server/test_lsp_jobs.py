@@ -11,6 +11,8 @@ import re
 import pytest
 from lsprotocol import types
 
+from minifier.workers import forked_by
+
 from lsp_helpers import AotiClient, alive, lsp_session, processes_in, until, uri
 
 pytestmark = pytest.mark.compile
@@ -97,9 +99,9 @@ async def test_background_minification_with_concurrent_failures(tmp_path, dumps)
         # b's background reproduction and a's minify (two aoti-minify processes) forked their workers
         # from one fork server, kept warm by the first for the next
         logs = glob.glob(str(ws / "**" / "aoti-lens-work" / "worker-*.log"), recursive=True)
-        forked_by = {int(pid) for log in logs for pid in re.findall(r"forked by (\d+) ===", open(log).read())}
-        assert len(logs) >= 3 and len(forked_by) == 1, (logs, forked_by)
-        [fork_server] = forked_by
+        servers = set().union(*(forked_by(open(log).read()) for log in logs))
+        assert len(logs) >= 3 and len(servers) == 1, (logs, servers)
+        [fork_server] = servers
         assert alive(fork_server)
     assert not [m for m in client.messages if m.type == types.MessageType.Error]
     await until(lambda: processes_in(str(tmp_path)) == [], "no process left behind", timeout=15)
@@ -146,4 +148,4 @@ async def test_discovery_warms_the_workers_for_the_first_minify(tmp_path, dumps)
         await client.command("aoti.minify", client.item(a)["id"])
         await until(lambda: client.state(a) == "minimized", "a to be minimized", timeout=300)
         logs = glob.glob(os.path.join(work, "worker-*.log"))
-        assert {int(pid) for log in logs for pid in re.findall(r"forked by (\d+) ===", open(log).read())} == {int(warm)}
+        assert set().union(*(forked_by(open(log).read()) for log in logs)) == {int(warm)}
