@@ -96,10 +96,7 @@ class Jobs:
         self._warming = asyncio.create_task(self._warm(launcher))
 
     async def _warm(self, launcher: str) -> None:
-        settings = self.ls.settings
-        argv = [settings.python, "-m", "minifier", "warm", launcher, "--keep-warm", f"{settings.keep_warm:g}"]
-        if settings.devices:
-            argv += ["--devices", settings.devices]
+        argv = self._minifier("warm", launcher)
         try:
             process = await asyncio.create_subprocess_exec(
                 *argv, cwd=os.path.dirname(launcher), env=with_this_package(os.environ),
@@ -113,7 +110,7 @@ class Jobs:
             self.ls.log(f"the minifier's workers could not be warmed up: {stderr.decode(errors='replace').strip()[-500:]}",
                         types.MessageType.Warning)
         else:
-            self.ls.log(f"the minifier's workers are warm for {settings.keep_warm:g} s")
+            self.ls.log(f"the minifier's workers are warm for {self.ls.settings.keep_warm:g} s")
 
     def cancel(self, failure_id: str, reason: str) -> bool:
         job = self._jobs.get(failure_id)
@@ -166,17 +163,24 @@ class Jobs:
 
     def command(self, kind: JobKind, launcher: str) -> list[str]:
         settings = self.ls.settings
-        argv = [settings.python, "-m", "minifier", kind, launcher, "--events"]
+        argv = self._minifier(kind, launcher) + ["--events"]
         if kind == "minify" and settings.workers:
             argv += ["--workers", str(settings.workers)]
-        if settings.devices:
-            argv += ["--devices", settings.devices]
         if settings.timeout:
             argv += ["--timeout", f"{settings.timeout:g}"]
-        if settings.keep_warm:
-            argv += ["--keep-warm", f"{settings.keep_warm:g}"]
         for module in settings.imports:
             argv += ["--import", module]
+        return argv
+
+    def _minifier(self, command: str, launcher: str) -> list[str]:
+        """What every aoti-minify child gets alike (a warm-up too, so that its fork server is the one the
+        jobs look for): the interpreter, the GPUs, how long workers stay warm."""
+        settings = self.ls.settings
+        argv = [settings.python, "-m", "minifier", command, launcher]
+        if settings.devices:
+            argv += ["--devices", settings.devices]
+        if settings.keep_warm:
+            argv += ["--keep-warm", f"{settings.keep_warm:g}"]
         return argv
 
     async def _run(self, job: Job, record: FailureRecord) -> None:
