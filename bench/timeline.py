@@ -17,7 +17,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from minifier.workers import phase_marks  # noqa: E402
+from minifier.pool import phase_marks  # noqa: E402
 
 _STARTED = re.compile(r"^=== (?:worker \d+, start (\d+)|fork server \d+ started) at ([0-9.]+)\b", re.MULTILINE)
 

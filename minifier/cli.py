@@ -21,10 +21,13 @@ import sys
 import traceback
 
 from .artifacts import OutputError
+from .devices import default_devices, default_workers
 from .events import ErrorEvent
 from .launcher import BadLauncher
-from .session import Options, Reporter, Session, default_devices, default_workers
-from .workers import PoolError
+from .options import Options
+from .pool import PoolError
+from .reporter import Reporter
+from .session import Session
 
 
 class ExitCode(enum.IntEnum):

@@ -32,8 +32,8 @@ import time
 import traceback
 
 from . import fork_protocol as fp
-from .protocol import phase
 from .wire import WireError
+from .worker_protocol import phase
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")

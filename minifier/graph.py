@@ -18,8 +18,8 @@ from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
 
 from .events import SourceLine
-from .protocol import GraphInfo, NodeInfo
 from .provenance import user_frame
+from .worker_protocol import GraphInfo, NodeInfo
 
 _PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer",
                 InputKind.CONSTANT_TENSOR: "constant"}

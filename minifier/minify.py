@@ -14,15 +14,17 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from . import protocol as p
+from . import worker_protocol as p
 from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
 from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
-from .protocol import GraphInfo
+from .pool import Pool, Result
 from .provenance import kernel_slices, read_kernel_source, resolve_kernel
+from .reporter import Reporter
 from .search import Candidate, Space, make_closure, minimize, smallest_failure_known
-from .session import Reporter, Session, classify, log_pool_warnings, result_signature
+from .session import Session
 from .signature import KernelRef, Signature
-from .workers import Pool, Result
+from .verdicts import classify, result_signature
+from .worker_protocol import GraphInfo
 
 
 class DoesNotFail(RuntimeError):
@@ -85,7 +87,7 @@ class PoolOracle:
 
         self.pool.evaluate([self.query(c) for c in candidates], on_result)
         self.progress.queries = self.pool.started
-        log_pool_warnings(self.pool, self.reporter, self.warned)
+        self.reporter.warn_new(self.pool.warnings, self.warned)
         retry = [c for c in candidates if self.crashed_unexpectedly(c) and c not in self.retried]
         if retry and not stop():
             self.retried.update(retry)

@@ -16,8 +16,8 @@ from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import replace
 
-from .protocol import GraphInfo
 from .signature import KernelRef, kernel_ops
+from .worker_protocol import GraphInfo
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)', re.M)
 _SOURCE_NODES = re.compile(r"Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 
-from . import protocol as p
+from . import worker_protocol as p
 from .artifacts import write_failure
 from .events import Failure, FailureEvent
-from .protocol import GraphInfo
+from .pool import Result
 from .provenance import model_lines, read_kernel_source, resolve_kernel
-from .session import Reporter, Session, classify, log_pool_warnings, result_signature
-from .workers import Result
+from .reporter import Reporter
+from .session import Session
+from .verdicts import classify, result_signature
+from .worker_protocol import GraphInfo
 
 ORIGINAL_KEY = "original"
 
@@ -22,7 +24,7 @@ def reproduce(session: Session, reporter: Reporter) -> Failure | None:
     pool = session.pool(size=1)
     try:
         graph = pool.call(p.DescribeRequest()).graph
-        log_pool_warnings(pool, reporter, set())
+        reporter.warn_new(pool.warnings, set())
         [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True)], on_result=lambda r: True)
     finally:
         pool.close()

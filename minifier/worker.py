@@ -17,10 +17,10 @@ import threading
 import time
 import traceback
 
-from . import protocol as p
+from . import worker_protocol as p
 from .forkserver import COMPILE_MODULES, WORKER_NAME, import_if_installed, name_process
-from .protocol import phase
 from .signature import analyze_error
+from .worker_protocol import phase
 
 
 class Worker:

@@ -21,7 +21,7 @@ from lsprotocol import types
 from minifier.cli import ExitCode
 from minifier.events import ErrorEvent, Event, LogEvent, parse_event
 from minifier.wire import WireError
-from minifier.workers import with_this_package
+from minifier.pool import with_this_package
 
 from .failures import FailureRecord
 from .protocol import graph_uri

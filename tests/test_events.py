@@ -5,7 +5,7 @@ import pytest
 from minifier import fork_protocol as fp
 from minifier.events import (SCHEMA_VERSION, CandidateEvent, CheckpointEvent, DoneEvent, Failure, FailureEvent,
                              encode_event, parse_event)
-from minifier.protocol import Outcome, QueryRequest, decode_reply, decode_request, encode
+from minifier.worker_protocol import Outcome, QueryRequest, decode_reply, decode_request, encode
 from minifier.signature import ErrorAnalysis, KernelRef, Signature
 from minifier.wire import WireError
 

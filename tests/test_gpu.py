@@ -15,10 +15,10 @@ import time
 import pytest
 
 from conftest import ROOT, aoti_minify, events_of, minify, repro_signature
-from minifier import protocol as p
+from minifier import worker_protocol as p
+from minifier.devices import default_devices
 from minifier.launcher import read_launcher
-from minifier.session import default_devices
-from minifier.workers import Pool, PoolConfig
+from minifier.pool import Pool, PoolConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.compile]
 MACHINE_CXX = "/opt/gcc/bin/g++"

@@ -1,5 +1,5 @@
 from minifier.events import SourceLine
-from minifier.protocol import GraphInfo, NodeInfo
+from minifier.worker_protocol import GraphInfo, NodeInfo
 from minifier.provenance import kernel_slices, resolve_kernel, user_frame
 from minifier.signature import KernelRef
 

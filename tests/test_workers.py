@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from minifier import protocol as p
+from minifier import worker_protocol as p
 from minifier.launcher import LauncherSpec
-from minifier.workers import Pool, PoolConfig, PoolError, _worker_env
+from minifier.pool import Pool, PoolConfig, PoolError, _worker_env
 
 
 def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
@@ -101,7 +101,7 @@ sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 import pathlib
 from test_workers import config
-from minifier.workers import Pool
+from minifier.pool import Pool
 pool = Pool(config(pathlib.Path({str(tmp_path)!r}), size=1, keep_warm=60))
 print(pool.forks.pid, pool.slots[0].proc.pid, flush=True)
 time.sleep(600)

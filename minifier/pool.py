@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import protocol as p
-from .forks import ForkServer, ForkServerGone
+from . import worker_protocol as p
+from .forkclient import ForkServer, ForkServerGone
 from .wire import WireError
 
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -1,0 +1,30 @@
+"""The GPUs the workers are spread over, and how many workers there are, found without importing torch."""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+
+
+def default_workers() -> int:
+    """Compiling is CPU-bound, so several workers share a GPU: one per core, at most 8."""
+    return max(1, min(8, os.cpu_count() or 1), len(default_devices()))
+
+
+@functools.cache
+def default_devices() -> list[str]:
+    """GPUs the workers are spread over (round robin). Cached: the command line asks for it several
+    times (worker and device defaults) and nvidia-smi is slow."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    if shutil.which("nvidia-smi") is None:
+        return []
+    try:
+        listed = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return [line.strip() for line in listed.stdout.splitlines() if line.strip().isdigit()]

@@ -1,0 +1,27 @@
+"""What one `aoti-minify run|minify|warm` is asked to do: its command-line options as one dataclass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Options:
+    launcher: str
+    events: bool = False
+    workers: int = 1
+    devices: list[str] = field(default_factory=list)
+    timeout: float = 600.0
+    accuracy: str | None = None
+    check_str: str | None = None
+    output_dir: str | None = None
+    save_dir: str | None = None
+    export_mode: str = "python"
+    max_granularity: int | None = None
+    skip_sanity: bool = False
+    skip_export_error: bool = True
+    offload_to_disk: bool = False
+    copy_to: str | None = None
+    slicing: bool = True
+    imports: list[str] = field(default_factory=list)
+    keep_warm: float = 0.0

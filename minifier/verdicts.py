@@ -1,0 +1,49 @@
+"""The verdict rules: when a candidate's result counts as the same failure.
+
+A candidate `fails` only with the target signature (or an error matching --check-str); any other
+error is `other_failure`, and a dead or overdue worker is `crash` or `timeout`. Torch-free.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .events import Verdict
+from .pool import Result
+from .signature import ErrorAnalysis, Signature, crash_signature
+
+
+def result_signature(result: Result) -> tuple[Signature | None, ErrorAnalysis | None]:
+    """The signature of a failing result (None when it passed or was not exportable)."""
+    if result.kind == "crash":
+        return crash_signature(result.signal), None
+    if result.kind == "timeout":
+        return Signature(exc_type="Timeout", message="no verdict in time", kind="timeout"), None
+    outcome = result.outcome
+    if outcome is None or outcome.status != "raised" or outcome.error is None:
+        return None, None
+    return outcome.error.signature, outcome.error
+
+
+def classify(result: Result, target: Signature | None, check_str: str | None) -> Verdict:
+    """`fails` only for the same failure: the target signature, or the --check-str regex."""
+    signature, _ = result_signature(result)
+    if signature is None:
+        return "export_error" if result.outcome and result.outcome.status == "export_error" else "passes"
+    if check_str is not None:
+        text = (result.outcome.text if result.outcome else result.detail) or ""
+        return "fails" if check_str_matches(check_str, text) else _other(result)
+    if target is None or target.matches(signature):
+        return "fails"
+    return _other(result)
+
+
+def check_str_matches(check_str: str, text: str) -> bool:
+    try:
+        return re.search(check_str, text) is not None
+    except re.error:  # not a valid regex: PyTorch's plain-substring meaning
+        return check_str in text
+
+
+def _other(result: Result) -> Verdict:
+    return {"crash": "crash", "timeout": "timeout"}.get(result.kind, "other_failure")  # type: ignore[return-value]
