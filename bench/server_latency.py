@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from lsprotocol import types
 from minifier.events import load_failure
+from minifier.layout import FAILURE_JSON, MINIFIER, DumpLayout
 from pygls.lsp.client import LanguageClient
 from pygls.uris import from_fs_path
 
@@ -57,9 +58,9 @@ def make_workspace() -> str:
 
 def find_failure_json(workspace: str) -> str:
     for folder, _, files in os.walk(workspace):
-        if "failure.json" in files and os.path.basename(folder) == "minifier":
-            return os.path.join(folder, "failure.json")
-    raise SystemExit(f"no reproduced failure (minifier/failure.json) under {workspace}")
+        if FAILURE_JSON in files and os.path.basename(folder) == MINIFIER:
+            return os.path.join(folder, FAILURE_JSON)
+    raise SystemExit(f"no reproduced failure ({MINIFIER}/{FAILURE_JSON}) under {workspace}")
 
 
 async def start(workspace: str, kernel_uri: str, samples: Samples) -> LanguageClient:
@@ -100,7 +101,7 @@ async def measure(workspace: str, starts: int, hovers: int) -> Samples:
     for _ in range(starts - 1):
         await stop(await start(workspace, kernel_uri, samples))
     client = await start(workspace, kernel_uri, samples)
-    run_id = os.path.basename(os.path.dirname(os.path.dirname(failure_json)))
+    run_id = DumpLayout.of(failure.launcher).run_name
     virtual = f"aoti:/{run_id}/kernels/{kernel.name}.py"
     for doc, metric in ((kernel_uri, "hover, kernel line (real file)"), (virtual, "hover, kernel line (aoti: doc)")):
         for _ in range(hovers):

@@ -1,4 +1,4 @@
-"""Where the minifier writes, and the files it writes there.
+"""The files the minifier writes (where: minifier.layout), and reads back.
 
 Everything goes inside the failure's own `minifier/` folder (or `--output-dir`): failure.json,
 `checkpoints/<N>.py` each beside its own `<N>.pt2` (PyTorch's overwrite one shared file, so its old
@@ -12,56 +12,18 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
 
 from . import wire
 from .events import Failure
 from .launcher import LauncherSpec
-
-SCRATCH = "aoti-lens-work"
+from .layout import SCRATCH, DumpLayout, program_of, run_folder
 
 
 class OutputError(OSError):
     """The output folder cannot be written."""
 
 
-@dataclass(frozen=True)
-class Layout:
-    root: str
-    checkpoints: str
-
-    @property
-    def failure_json(self) -> str:
-        return os.path.join(self.root, "failure.json")
-
-    @property
-    def repro_py(self) -> str:
-        return os.path.join(self.root, "repro.py")
-
-    @property
-    def work(self) -> str:
-        return os.path.join(self.root, SCRATCH)
-
-    @property
-    def values(self) -> str:
-        return os.path.join(self.work, "values.pt")
-
-    @property
-    def candidates(self) -> str:
-        return os.path.join(self.work, "candidates")
-
-    def checkpoint_py(self, nodes: int) -> str:
-        return os.path.join(self.checkpoints, f"{nodes}.py")
-
-
-def layout_for(spec: LauncherSpec, output_dir: str | None = None, save_dir: str | None = None) -> Layout:
-    root = os.path.abspath(output_dir or spec.minifier_dir)
-    checkpoints = save_dir or (os.path.join(root, "checkpoints") if output_dir else None)
-    checkpoints = checkpoints or spec.save_dir or os.path.join(root, "checkpoints")
-    return Layout(root=root, checkpoints=os.path.abspath(checkpoints))
-
-
-def prepare(layout: Layout) -> None:
+def prepare(layout: DumpLayout) -> None:
     for folder in (layout.root, layout.checkpoints, layout.work, layout.candidates):
         try:
             os.makedirs(folder, exist_ok=True)
@@ -72,7 +34,7 @@ def prepare(layout: Layout) -> None:
                               "pass --output-dir DIR to write the minifier's outputs elsewhere")
 
 
-def clean_scratch(layout: Layout) -> None:
+def clean_scratch(layout: DumpLayout) -> None:
     shutil.rmtree(layout.candidates, ignore_errors=True)
     try:
         os.remove(layout.values)
@@ -83,45 +45,45 @@ def clean_scratch(layout: Layout) -> None:
 def relocate_dump(launcher: str, dest: str, name: str | None = None) -> str:
     """Copy a dump's whole run folder to `dest/torch_compile_debug/<name>`; PyTorch's launcher names
     its .pt2 and save_dir by absolute path, so the copy's launcher is rewritten to use its own."""
-    run_dir = os.path.dirname(os.path.dirname(launcher))
-    target = os.path.join(dest, "torch_compile_debug", name or os.path.basename(run_dir))
+    layout = DumpLayout.of(launcher)
+    run_dir, target = layout.run_dir, run_folder(dest, name or layout.run_name)
     shutil.copytree(run_dir, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(SCRATCH))
-    copied = os.path.join(target, "minifier", "minifier_launcher.py")
+    copied = os.path.join(target, os.path.relpath(layout.launcher, run_dir))
     with open(copied, encoding="utf-8") as f:
         text = f.read()
     _write_text(copied, text.replace(run_dir, target))
     return copied
 
 
-def write_failure(layout: Layout, failure: Failure) -> str:
+def write_failure(layout: DumpLayout, failure: Failure) -> str:
     _write_text(layout.failure_json, wire.dumps(failure) + "\n")
     return layout.failure_json
 
 
-def write_checkpoint(layout: Layout, spec: LauncherSpec, accuracy: str, nodes: int, pt2: str,
+def write_checkpoint(layout: DumpLayout, spec: LauncherSpec, accuracy: str, nodes: int, pt2: str,
                      graph_code: str, header: list[str], imports: list[str]) -> str:
     path = layout.checkpoint_py(nodes)
-    shutil.copyfile(pt2, os.path.splitext(path)[0] + ".pt2")
-    pt2_name = os.path.basename(path)[:-3] + ".pt2"
-    _write_text(path, render_repro(spec, pt2_name, accuracy, graph_code, header, imports))
+    shutil.copyfile(pt2, program_of(path))
+    _write_text(path, render_repro(spec, os.path.basename(program_of(path)), accuracy, graph_code, header, imports))
     return path
 
 
-def write_repro(layout: Layout, checkpoint_py: str) -> str:
+def write_repro(layout: DumpLayout, checkpoint_py: str) -> str:
     """repro.py is the last checkpoint, renamed so that it finds its own repro.pt2."""
-    shutil.copyfile(os.path.splitext(checkpoint_py)[0] + ".pt2", os.path.join(layout.root, "repro.pt2"))
+    shutil.copyfile(program_of(checkpoint_py), layout.repro_pt2)
     with open(checkpoint_py, encoding="utf-8") as f:
         text = f.read()
-    text = text.replace(_pt2_line(os.path.basename(checkpoint_py)[:-3] + ".pt2"), _pt2_line("repro.pt2"))
+    text = text.replace(_pt2_line(os.path.basename(program_of(checkpoint_py))),
+                        _pt2_line(os.path.basename(layout.repro_pt2)))
     _write_text(layout.repro_py, text)
     return layout.repro_py
 
 
-def copy_repro(layout: Layout, destination: str) -> str:
+def copy_repro(layout: DumpLayout, destination: str) -> str:
     os.makedirs(destination, exist_ok=True)
-    for name in ("repro.py", "repro.pt2"):
-        shutil.copyfile(os.path.join(layout.root, name), os.path.join(destination, name))
-    return os.path.join(destination, "repro.py")
+    for path in (layout.repro_py, layout.repro_pt2):
+        shutil.copyfile(path, os.path.join(destination, os.path.basename(path)))
+    return os.path.join(destination, os.path.basename(layout.repro_py))
 
 
 def render_repro(spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: str, header: list[str],

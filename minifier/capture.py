@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from .artifacts import relocate_dump
+from .layout import DumpLayout, launcher_glob
 
 POLL_SECONDS = 0.2
 
@@ -47,9 +48,8 @@ def capture(command: list[str], debug_dir: str, accuracy: bool) -> Captured:
 
 def _snapshot_new_dumps(debug_dir: str, started: float, seen: set[tuple[str, int]]) -> list[str]:
     """PyTorch writes the launcher after its .pt2, so a launcher on disk means a complete dump."""
-    pattern = os.path.join(debug_dir, "torch_compile_debug", "run_*", "minifier", "minifier_launcher.py")
     taken = []
-    for launcher in sorted(glob.glob(pattern)):
+    for launcher in sorted(glob.glob(launcher_glob(debug_dir))):
         if ".capture" in launcher:
             continue
         try:
@@ -59,9 +59,8 @@ def _snapshot_new_dumps(debug_dir: str, started: float, seen: set[tuple[str, int
         if mtime < (started - 1) * 1e9 or (launcher, mtime) in seen:
             continue
         seen.add((launcher, mtime))
-        run_name = os.path.basename(os.path.dirname(os.path.dirname(launcher)))
         try:
-            taken.append(relocate_dump(launcher, debug_dir, f"{run_name}.capture{len(seen)}"))
+            taken.append(relocate_dump(launcher, debug_dir, f"{DumpLayout.of(launcher).run_name}.capture{len(seen)}"))
         except OSError:
             continue  # the dump is being rewritten right now; the next poll sees its new version
     return taken

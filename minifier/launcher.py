@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .layout import LAUNCHER, MINIFIER, DumpLayout, launcher_in
+
 CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config",
                   "torch.fx.experimental._config")
 AOTI_RUN_REPRO = "torch._dynamo.repro.aoti"
@@ -49,25 +51,24 @@ class LauncherSpec:
     cuda_version: str | None = None
     skipped: list[str] = field(default_factory=list)
 
-    @property
-    def minifier_dir(self) -> str:
-        return os.path.dirname(self.path)
+    def layout(self, output_dir: str | None = None, save_dir: str | None = None) -> DumpLayout:
+        """Where this dump's files are and its outputs go (the command line's --output-dir, --save-dir)."""
+        return DumpLayout.of(self.path, output_dir, save_dir, save_dir_hint=self.save_dir)
 
     @property
     def run_dir(self) -> str | None:
         """`torch_compile_debug/run_*` when the launcher sits in its usual `minifier/` folder."""
-        parent = os.path.dirname(self.minifier_dir)
-        return parent if os.path.basename(self.minifier_dir) == "minifier" else None
+        layout = self.layout()
+        return layout.run_dir if layout.in_run_folder else None
 
 
 def find_launcher(path: str) -> str:
     """Accept a launcher, a level-1 repro.py, a `minifier/` folder or a `run_*` folder."""
     if os.path.isdir(path):
-        for candidate in (os.path.join(path, "minifier", "minifier_launcher.py"),
-                          os.path.join(path, "minifier_launcher.py")):
-            if os.path.isfile(candidate):
-                return os.path.abspath(candidate)
-        raise BadLauncher(f"{path}: no minifier/minifier_launcher.py in this folder")
+        found = launcher_in(path)
+        if found is not None:
+            return os.path.abspath(found)
+        raise BadLauncher(f"{path}: no {MINIFIER}/{LAUNCHER} in this folder")
     if not os.path.isfile(path):
         raise BadLauncher(f"{path}: no such file")
     return os.path.abspath(path)
@@ -211,7 +212,7 @@ def _read_env_pop(call: ast.Call, env: dict[str, str | None]) -> None:
 
 
 def _resolve_pt2(literal: str, launcher: str, require: bool) -> str:
-    beside = os.path.join(os.path.dirname(launcher), "checkpoints", "exported_program.pt2")
+    beside = DumpLayout.of(launcher).exported_program
     for candidate in (literal, beside):
         if os.path.isfile(candidate):
             return os.path.abspath(candidate)

@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from . import worker_protocol as p
-from .artifacts import Layout, layout_for, prepare
+from .artifacts import prepare
 from .events import Failure, load_failure
 from .launcher import LauncherSpec, read_launcher
+from .layout import DumpLayout
 from .options import Options
 from .pool import Pool, PoolConfig, fork_server
 
@@ -19,13 +20,13 @@ from .pool import Pool, PoolConfig, fork_server
 class Session:
     options: Options
     spec: LauncherSpec
-    layout: Layout
+    layout: DumpLayout
     accuracy: str
 
     @classmethod
     def open(cls, options: Options) -> Session:
         spec = read_launcher(options.launcher)
-        layout = layout_for(spec, options.output_dir, options.save_dir)
+        layout = spec.layout(options.output_dir, options.save_dir)
         prepare(layout)
         accuracy = spec.accuracy if options.accuracy is None else options.accuracy
         return cls(options=options, spec=spec, layout=layout, accuracy=accuracy)

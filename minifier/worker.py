@@ -19,6 +19,7 @@ import traceback
 
 from . import worker_protocol as p
 from .forkserver import COMPILE_MODULES, WORKER_NAME, import_if_installed, name_process
+from .layout import PACKAGES
 from .signature import analyze_error
 from .worker_protocol import phase
 
@@ -68,7 +69,7 @@ class Worker:
             self.flat = flatten(self.ep)
         except NotImplementedError as e:
             return p.WorkerFailed(code="bad_input", message=str(e))
-        os.makedirs(os.path.join(request.work_dir, "packages"), exist_ok=True)
+        os.makedirs(os.path.join(request.work_dir, PACKAGES), exist_ok=True)
         return p.Ready(pid=os.getpid(), torch_version=torch.__version__, warnings=warnings)
 
     def store_values(self, path: str) -> p.Reply:
@@ -113,7 +114,7 @@ class Worker:
         except Exception as e:
             return p.Outcome(key=request.key, status="export_error", seconds=time.monotonic() - start,
                              text=f"{type(e).__name__}: {e}"[:4000])
-        package = os.path.join(self.init.work_dir, "packages", f"{request.key}.pt2")
+        package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
         code = eager.code.strip()
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
         saved = self._save(ep, request.save_pt2)

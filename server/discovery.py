@@ -12,24 +12,23 @@ import asyncio
 import os
 import uuid
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+from minifier.layout import (CHECKPOINTS, DEBUG_DIR, FAILURE_JSON, LAUNCHER, MINIFIER, REPRO_PY, RUN_GLOB,
+                             launcher_for, launchers_in)
 from pygls.uris import from_fs_path, to_fs_path
 
-from .failures import LAUNCHER, FailureRecord, OnDisk, read_disk
+from .failures import FailureRecord, OnDisk, read_disk
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
 
-DEBUG_DIR = "torch_compile_debug"
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
-_RUN = f"{DEBUG_DIR}/run_*"
 WATCHED = [
-    (f"**/{_RUN}/minifier/{{{LAUNCHER},failure.json,repro.py}}", None),
-    (f"**/{_RUN}/minifier/checkpoints/*.py", None),
-    (f"**/{_RUN}", types.WatchKind.Delete),  # a deleted folder is reported once, not per file
+    (f"**/{RUN_GLOB}/{MINIFIER}/{{{LAUNCHER},{FAILURE_JSON},{REPRO_PY}}}", None),
+    (f"**/{RUN_GLOB}/{MINIFIER}/{CHECKPOINTS}/*.py", None),
+    (f"**/{RUN_GLOB}", types.WatchKind.Delete),  # a deleted folder is reported once, not per file
 ]
 
 
@@ -38,28 +37,11 @@ def scan(roots: Iterable[str]) -> list[str]:
     for root in roots:
         for folder, subfolders, _ in os.walk(root):
             if os.path.basename(folder) == DEBUG_DIR:
-                found.update(_launchers_in(folder))
+                found.update(launchers_in(folder))
                 subfolders.clear()
             else:
                 subfolders[:] = [d for d in subfolders if d not in SKIP_DIRS and not d.startswith(".")]
     return sorted(found)
-
-
-def _launchers_in(debug_dir: str) -> list[str]:
-    try:
-        runs = [r for r in os.listdir(debug_dir) if r.startswith("run_")]
-    except OSError:
-        return []
-    return [p for p in (os.path.join(debug_dir, r, "minifier", LAUNCHER) for r in runs) if os.path.isfile(p)]
-
-
-def launcher_for(path: str) -> str | None:
-    """The launcher of the run folder that `path` lies in (or is)."""
-    parts = Path(path).parts
-    for i in range(len(parts) - 1):
-        if parts[i] == DEBUG_DIR and parts[i + 1].startswith("run_"):
-            return os.path.join(*parts[: i + 2], "minifier", LAUNCHER)
-    return None
 
 
 def register(ls: AotiLanguageServer) -> None:
@@ -141,7 +123,7 @@ async def refresh(ls: AotiLanguageServer, launchers: Iterable[str]) -> None:
         record = ls.failures.by_launcher(launcher)
         if disk is None:
             if record is not None:
-                forget(ls, record, f"{record.run_dir} was deleted")
+                forget(ls, record, f"{record.layout.run_dir} was deleted")
             continue
         if record is None:
             record = ls.failures.add(launcher)

@@ -8,20 +8,17 @@ repro.py, written by a job or by someone running aoti-minify in a terminal) driv
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 
 from minifier.events import (CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, Event, Failure,
                              FailureEvent, StartEvent, load_failure)
 from minifier.artifacts import read_repro_graph
 from minifier.launcher import BadLauncher, LauncherSpec, read_launcher
+from minifier.layout import DumpLayout, checkpoint_nodes
 from minifier.signature import KernelRef, Signature
 from pygls.uris import from_fs_path
 
 from .protocol import FailureItem, State, graph_uri, kernel_uri
-
-LAUNCHER = "minifier_launcher.py"
-_CHECKPOINT = re.compile(r"(\d+)\.py$")
 
 
 @dataclass(frozen=True)
@@ -47,19 +44,18 @@ def read_disk(launcher: str) -> OnDisk | None:
         spec = read_launcher(launcher)
     except BadLauncher as e:
         problem = str(e).removeprefix(f"{launcher}: ")
-    folder = os.path.dirname(launcher)
+    layout = DumpLayout.of(launcher)
     failure, failure_problem = None, None
-    failure_json = os.path.join(folder, "failure.json")
-    if os.path.isfile(failure_json):
+    if os.path.isfile(layout.failure_json):
         try:
-            failure = load_failure(failure_json)
+            failure = load_failure(layout.failure_json)
         except (OSError, ValueError) as e:
-            failure_problem = f"{failure_json} is unreadable ({e}); reproduce the failure to rewrite it"
-    repro = os.path.join(folder, "repro.py")
+            failure_problem = f"{layout.failure_json} is unreadable ({e}); reproduce the failure to rewrite it"
+    repro = layout.repro_py
     has_repro = os.path.isfile(repro)
     return OnDisk(launcher=launcher, spec=spec, problem=problem, failure=failure, failure_problem=failure_problem,
                   repro=repro if has_repro else None, repro_graph=read_repro_graph(repro) if has_repro else None,
-                  checkpoint_nodes=_smallest_checkpoint(os.path.join(folder, "checkpoints")))
+                  checkpoint_nodes=_smallest_checkpoint(layout.checkpoints))
 
 
 def _smallest_checkpoint(folder: str) -> int | None:
@@ -67,7 +63,7 @@ def _smallest_checkpoint(folder: str) -> int | None:
         names = os.listdir(folder)
     except OSError:
         return None
-    sizes = [int(m.group(1)) for m in map(_CHECKPOINT.fullmatch, names) if m]
+    sizes = [n for n in map(checkpoint_nodes, names) if n is not None]
     return min(sizes) if sizes else None
 
 
@@ -101,12 +97,8 @@ class FailureRecord:
     repro: str | None = None
 
     @property
-    def minifier_dir(self) -> str:
-        return os.path.dirname(self.launcher)
-
-    @property
-    def run_dir(self) -> str:
-        return os.path.dirname(self.minifier_dir)
+    def layout(self) -> DumpLayout:
+        return DumpLayout.of(self.launcher)
 
     @property
     def usable(self) -> bool:
@@ -223,7 +215,7 @@ class FailureRecord:
         elif isinstance(event, CancelledEvent):
             self.queries, self.seconds = event.queries, event.seconds
             if event.checkpoint:
-                self.repro = os.path.join(self.minifier_dir, "repro.py")
+                self.repro = self.layout.repro_py
             self.state = "cancelled"
             self.message = f"cancelled at {self.progress_line()}" + ("; repro.py holds the best so far"
                                                                      if event.checkpoint else "")
@@ -236,7 +228,7 @@ class FailureRecord:
         return FailureItem(
             id=self.id,
             label=self.signature.describe() if self.signature else "AOTI failure",
-            run_dir=self.run_dir,
+            run_dir=self.layout.run_dir,
             launcher=uri_of(self.launcher),
             state=self.state,
             signature=self.signature.describe() if self.signature else None,
@@ -272,7 +264,7 @@ class FailureStore:
         return next((r for r in self._by_id.values() if r.launcher == launcher), None)
 
     def add(self, launcher: str) -> FailureRecord:
-        base = os.path.basename(os.path.dirname(os.path.dirname(launcher)))
+        base = DumpLayout.of(launcher).run_name
         failure_id, n = base, 1
         while failure_id in self._by_id:
             n += 1

@@ -209,11 +209,11 @@ class Jobs:
         argv = self.command(job.kind, record.launcher)
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, cwd=record.minifier_dir, env=with_this_package(os.environ), stdin=asyncio.subprocess.DEVNULL,
+                *argv, cwd=record.layout.minifier_dir, env=with_this_package(os.environ), stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
                 limit=EVENT_LINE_LIMIT)
         except OSError as e:
-            self._fail(job, record, f"cannot start {argv[0]} in {record.minifier_dir}: {e.strerror or e}")
+            self._fail(job, record, f"cannot start {argv[0]} in {record.layout.minifier_dir}: {e.strerror or e}")
             return
         job.process = process
         self.ls.log(f"{job.failure_id}: started {' '.join(argv)} (pid {process.pid})")

@@ -1,6 +1,6 @@
 import os
 
-from minifier.artifacts import layout_for, read_repro_graph, relocate_dump, render_repro, write_repro
+from minifier.artifacts import read_repro_graph, relocate_dump, render_repro, write_repro
 from minifier.launcher import ConfigAssignment, LauncherSpec
 
 GRAPH = "def forward(self, linear):\n    relu = torch.ops.aten.relu.default(linear);  linear = None\n    return (relu,)"
@@ -26,7 +26,7 @@ def test_repro_is_plain_torch_python_that_carries_its_graph(tmp_path):
 
 
 def test_repro_py_points_at_its_own_program(tmp_path):
-    layout = layout_for(spec(tmp_path), output_dir=str(tmp_path / "out"))
+    layout = spec(tmp_path).layout(output_dir=str(tmp_path / "out"))
     os.makedirs(layout.checkpoints)
     checkpoint = os.path.join(layout.checkpoints, "1.py")
     (tmp_path / "out" / "checkpoints" / "1.pt2").write_bytes(b"program")

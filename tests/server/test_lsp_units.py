@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from server.discovery import launcher_for
+from minifier.layout import launcher_for
 from server.protocol import Settings, VirtualDoc, graph_uri, kernel_uri, original_uri, parse_uri
 
 

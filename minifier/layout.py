@@ -1,0 +1,149 @@
+"""Where everything of one PyTorch AOTI dump lives, and what aoti-lens writes beside it.
+
+    <root>/torch_compile_debug/                  DEBUG_DIR: PyTorch's debug_dir_root
+      run_<time>-pid_<pid>/                      a run folder
+        minifier/                                the minifier folder, written by PyTorch:
+          minifier_launcher.py                     the launcher
+          checkpoints/exported_program.pt2         the failing program
+                                                 and by aoti-minify (the outputs):
+          failure.json                             `run`: what failed, and where
+          checkpoints/<N>.py + <N>.pt2             `minify`: each smaller failing graph
+          repro.py + repro.pt2                     `minify`: the last checkpoint
+          aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/
+
+Paths only, no file is touched: the CLI, capture and the language server all name these files here.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+DEBUG_DIR = "torch_compile_debug"
+RUN_PREFIX = "run_"
+RUN_GLOB = f"{DEBUG_DIR}/{RUN_PREFIX}*"
+MINIFIER = "minifier"
+LAUNCHER = "minifier_launcher.py"
+CHECKPOINTS = "checkpoints"
+EXPORTED_PROGRAM = "exported_program.pt2"
+FAILURE_JSON = "failure.json"
+REPRO_PY = "repro.py"
+SCRATCH = "aoti-lens-work"
+PACKAGES = "packages"  # inside SCRATCH: the workers' compiled candidates, each removed once it has run
+_CHECKPOINT = re.compile(r"(\d+)\.py")
+
+
+@dataclass(frozen=True)
+class DumpLayout:
+    launcher: str
+    root: str  # where the outputs go
+    checkpoints: str
+
+    @classmethod
+    def of(cls, launcher: str, output_dir: str | None = None, save_dir: str | None = None,
+           save_dir_hint: str | None = None) -> DumpLayout:
+        """The dump of `launcher`. Outputs go beside the launcher, or into `output_dir`; checkpoints into
+        `save_dir`, else (with `output_dir`) into that, else where the launcher's own save_dir points
+        (`save_dir_hint`: PyTorch writes an absolute path there), else beside the other outputs."""
+        launcher = os.path.abspath(launcher)
+        root = os.path.abspath(output_dir or os.path.dirname(launcher))
+        checkpoints = save_dir or (os.path.join(root, CHECKPOINTS) if output_dir else None)
+        checkpoints = checkpoints or save_dir_hint or os.path.join(root, CHECKPOINTS)
+        return cls(launcher=launcher, root=root, checkpoints=os.path.abspath(checkpoints))
+
+    @property
+    def minifier_dir(self) -> str:
+        return os.path.dirname(self.launcher)
+
+    @property
+    def in_run_folder(self) -> bool:
+        """False for a launcher outside PyTorch's `run_*/minifier/` (a level-1 repro.py, say)."""
+        return os.path.basename(self.minifier_dir) == MINIFIER
+
+    @property
+    def run_dir(self) -> str:
+        return os.path.dirname(self.minifier_dir)
+
+    @property
+    def run_name(self) -> str:
+        return os.path.basename(self.run_dir)
+
+    @property
+    def exported_program(self) -> str:
+        """Where PyTorch dumps the program, should the launcher's absolute path to it be stale."""
+        return os.path.join(self.minifier_dir, CHECKPOINTS, EXPORTED_PROGRAM)
+
+    @property
+    def failure_json(self) -> str:
+        return os.path.join(self.root, FAILURE_JSON)
+
+    @property
+    def repro_py(self) -> str:
+        return os.path.join(self.root, REPRO_PY)
+
+    @property
+    def repro_pt2(self) -> str:
+        return program_of(self.repro_py)
+
+    @property
+    def work(self) -> str:
+        return os.path.join(self.root, SCRATCH)
+
+    @property
+    def values(self) -> str:
+        return os.path.join(self.work, "values.pt")
+
+    @property
+    def candidates(self) -> str:
+        return os.path.join(self.work, "candidates")
+
+    def checkpoint_py(self, nodes: int) -> str:
+        return os.path.join(self.checkpoints, f"{nodes}.py")
+
+
+def program_of(script: str) -> str:
+    """The .pt2 that a checkpoint or repro.py loads: its own, beside it."""
+    return os.path.splitext(script)[0] + ".pt2"
+
+
+def checkpoint_nodes(name: str) -> int | None:
+    """The node count in a checkpoint's file name (`12.py`), None for any other file."""
+    found = _CHECKPOINT.fullmatch(name)
+    return int(found[1]) if found else None
+
+
+def launcher_in(folder: str) -> str | None:
+    """The launcher of a run folder or of a minifier folder."""
+    for candidate in (os.path.join(folder, MINIFIER, LAUNCHER), os.path.join(folder, LAUNCHER)):
+        if os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def launchers_in(debug_dir: str) -> list[str]:
+    """The launchers of the run folders in one torch_compile_debug folder."""
+    try:
+        runs = [r for r in os.listdir(debug_dir) if r.startswith(RUN_PREFIX)]
+    except OSError:
+        return []
+    return [p for p in (os.path.join(debug_dir, r, MINIFIER, LAUNCHER) for r in runs) if os.path.isfile(p)]
+
+
+def launcher_glob(debug_root: str) -> str:
+    """A glob for the launchers PyTorch dumps under a debug_dir_root."""
+    return os.path.join(debug_root, DEBUG_DIR, f"{RUN_PREFIX}*", MINIFIER, LAUNCHER)
+
+
+def launcher_for(path: str) -> str | None:
+    """The launcher of the run folder that `path` lies in (or is)."""
+    parts = Path(path).parts
+    for i in range(len(parts) - 1):
+        if parts[i] == DEBUG_DIR and parts[i + 1].startswith(RUN_PREFIX):
+            return os.path.join(*parts[: i + 2], MINIFIER, LAUNCHER)
+    return None
+
+
+def run_folder(debug_root: str, name: str) -> str:
+    return os.path.join(debug_root, DEBUG_DIR, name)
