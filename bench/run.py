@@ -19,7 +19,6 @@ Nothing here is asserted: it measures.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import platform
@@ -35,7 +34,8 @@ from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from minifier.artifacts import relocate_dump  # noqa: E402
-from minifier.pool import forked_by  # noqa: E402
+from minifier.procs import exit_text  # noqa: E402
+from minifier.worklog import forked_by, logs_under  # noqa: E402
 from timeline import run_marks, start_up, timeline  # noqa: E402  (bench/timeline.py, beside this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -134,7 +134,7 @@ def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
                             text=True, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=timeout)
-        status = "ok" if proc.returncode == 0 else _death(proc.returncode)
+        status = "ok" if proc.returncode == 0 else exit_text(proc.returncode)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         log, _ = proc.communicate()
@@ -181,7 +181,7 @@ def _measure_ours(proc: subprocess.CompletedProcess, tool: str, name: str, secon
 
 
 def end_fork_servers(folder: str) -> None:
-    for log in glob.glob(os.path.join(folder, "**", "aoti-lens-work", "worker-*.log"), recursive=True):
+    for log in logs_under(folder):
         with open(log, errors="replace") as f:
             for pid in forked_by(f.read()):
                 try:
@@ -251,10 +251,6 @@ def _aten_calls(checkpoint: str) -> int | None:
 def _last_int(pattern: str, text: str) -> int | None:
     found = re.findall(pattern, text)
     return int(found[-1]) if found else None
-
-
-def _death(code: int) -> str:
-    return f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
 
 
 def _tail_reason(log: str, status: str) -> str:

@@ -11,15 +11,11 @@ A run that found a warm fork server has no forkserver.log of its own.
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from minifier.pool import phase_marks  # noqa: E402
-
-_STARTED = re.compile(r"^=== (?:worker \d+, start (\d+)|fork server \d+ started) at ([0-9.]+)\b", re.MULTILINE)
+from minifier.worklog import logs_under, phase_marks, starts  # noqa: E402
 
 
 def marks(log: str) -> list[tuple[float, str, str]]:
@@ -27,16 +23,13 @@ def marks(log: str) -> list[tuple[float, str, str]]:
     name = os.path.basename(log).removesuffix(".log")
     with open(log, errors="replace") as f:
         text = f.read()
-    started = [(float(m[2]), name, f"started (start {m[1]})" if m[1] else "started") for m in _STARTED.finditer(text)]
+    started = [(t, name, what) for t, what in starts(text)]
     steps = [(t, name, f"{step} {os.path.basename(detail)}".strip()) for t, step, detail in phase_marks(text)]
     return started + steps
 
 
 def run_marks(debug_dir: str) -> list[tuple[float, str, str]]:
-    work = os.path.join(debug_dir, "**", "aoti-lens-work")
-    logs = glob.glob(os.path.join(work, "worker-*.log"), recursive=True) + \
-        glob.glob(os.path.join(work, "forkserver.log"), recursive=True)
-    return sorted(m for log in logs for m in marks(log))
+    return sorted(m for log in logs_under(debug_dir) for m in marks(log))
 
 
 def timeline(found: list[tuple[float, str, str]]) -> list[str]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import glob
 import os
-import signal
 import subprocess
 import time
 from dataclasses import dataclass
 
 from .artifacts import relocate_dump
 from .layout import DumpLayout, launcher_glob
+from .procs import exit_text
 
 POLL_SECONDS = 0.2
 
@@ -43,7 +43,7 @@ def capture(command: list[str], debug_dir: str, accuracy: bool) -> Captured:
         snapshots += _snapshot_new_dumps(debug_dir, started, seen)
         time.sleep(POLL_SECONDS)
     snapshots += _snapshot_new_dumps(debug_dir, started, seen)
-    return Captured(exit_status=describe_exit(proc.returncode), launchers=snapshots)
+    return Captured(exit_status=exit_text(proc.returncode), launchers=snapshots)
 
 
 def _snapshot_new_dumps(debug_dir: str, started: float, seen: set[tuple[str, int]]) -> list[str]:
@@ -65,8 +65,3 @@ def _snapshot_new_dumps(debug_dir: str, started: float, seen: set[tuple[str, int
             continue  # the dump is being rewritten right now; the next poll sees its new version
     return taken
 
-
-def describe_exit(code: int) -> str:
-    if code < 0:
-        return f"killed by {signal.Signals(-code).name}"
-    return f"exited with status {code}"

@@ -19,7 +19,7 @@ from collections import deque
 from collections.abc import Mapping
 
 from . import fork_protocol as fp
-from .forkserver import kill_worker, peer_uid
+from .procs import kill_worker, peer_uid
 from .wire import WireError
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))

@@ -20,46 +20,26 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
-import importlib.util
 import os
 import selectors
 import signal
 import socket
-import struct
 import sys
 import time
 import traceback
 
 from . import fork_protocol as fp
+from .procs import SERVER_NAME, alive, kill_worker, name_process, peer_uid
 from .wire import WireError
-from .worker_protocol import phase
+from .worker import COMPILE_MODULES, import_if_installed, serve
+from .worklog import phase, server_header
 
-# What a worker's first compile imports; triton only where it is installed (the GPU path).
-COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
 # What every worker imports before its first compile, torch first.
-_PRELOAD = ("torch", "minifier.worker", "minifier.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES)
+_PRELOAD = ("torch", "minifier.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES)
 # torch.cuda.is_available() asks the CUDA driver, and from then on torch refuses CUDA in forked children
 # ("Cannot re-initialize CUDA in forked subprocess"). Inductor asks it at import time (torch 2.11:
 # runtime/benchmarking.py); with this variable set torch asks NVML instead, which leaves fork usable.
 _NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
-
-
-# What `ps`, `top` and the tests see: workers share the fork server's command line.
-WORKER_NAME, SERVER_NAME = "aoti-lens-work", "aoti-lens-fork"
-
-
-def name_process(name: str) -> None:
-    try:
-        with open("/proc/self/comm", "w") as f:
-            f.write(name)
-    except OSError:
-        pass
-
-
-def peer_uid(sock: socket.socket) -> int:
-    _, uid, _ = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
-    return uid
 
 
 class Server:
@@ -116,7 +96,7 @@ class Server:
     def _finished(self) -> bool:
         if self.listener is None:  # private: lives exactly as long as its one driver
             return not self.connections and not self.children
-        if self.owner and not _alive(self.owner):
+        if self.owner and not alive(self.owner):
             for connection in list(self.connections):
                 self._close(connection)
             return True
@@ -186,7 +166,6 @@ class Server:
                 os.set_inheritable(fd_in, True)
                 os.set_inheritable(fd_out, True)
                 os.execv(sys.executable, [sys.executable, "-m", "minifier.worker", str(fd_in), str(fd_out)])
-            from .worker import serve
             serve(fd_in, fd_out)
             code = 0
         except BaseException:
@@ -226,33 +205,6 @@ class Server:
             connection.send(fp.encode(message))
         except OSError:
             pass  # the driver is gone; reading its connection's end reports that
-
-
-def kill_worker(pid: int) -> None:
-    """The worker and its compiler children: it leads its own process group, except in the moment
-    between the fork and its setsid(), when only the process itself exists to be killed."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def import_if_installed(module: str) -> bool:
-    if importlib.util.find_spec(module) is None:
-        return False
-    importlib.import_module(module)
-    return True
 
 
 def _import(module: str) -> None:
@@ -303,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--owner", type=int, default=0)
     args = parser.parse_args(argv)
     name_process(SERVER_NAME)
-    print(f"=== fork server {os.getpid()} started at {time.time():.3f} ===", flush=True)
+    print(server_header(os.getpid()), flush=True)
     listener = _listen(args.name) if args.name else None
     if args.name and listener is None:
         return 0

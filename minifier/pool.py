@@ -10,21 +10,19 @@ pool starts a replacement at once and carries on. Torch-free.
 from __future__ import annotations
 
 import os
-import re
 import selectors
-import signal
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from . import worker_protocol as p
+from . import worklog
 from .forkclient import ForkServer, ForkServerGone
+from .procs import exit_text, signal_name, with_this_package
 from .wire import WireError
-
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 class PoolError(RuntimeError):
@@ -60,13 +58,12 @@ class Result:
 class _Slot:
     def __init__(self, index: int, config: PoolConfig, generation: int, forks: ForkServer) -> None:
         self.index = index
-        self.log_path = os.path.join(config.log_dir, f"worker-{index}.log")
+        self.log_path = worklog.worker_log(config.log_dir, index)
         req_read, self.req_write = os.pipe()
         self.rep_read, rep_write = os.pipe()
         try:
             with open(self.log_path, "ab") as log:
-                log.write(f"\n=== worker {index}, start {generation} at {time.time():.3f}, "
-                          f"forked by {forks.pid} ===\n".encode())
+                log.write(worklog.worker_header(index, generation, forks.pid).encode())
                 log.flush()
                 self.proc = forks.spawn(_worker_env(config, index), config.init.work_dir,
                                         (req_read, rep_write, log.fileno()), config.start_timeout)
@@ -121,14 +118,12 @@ class _Slot:
                 pass
 
     def death(self) -> str:
-        code = self.proc.wait()
-        how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with status {code}"
-        tail = _tail(self.log_path)
-        return f"worker {how}{_crash_hint(tail)}; last log lines:\n{tail}"
+        tail = worklog.tail(self.log_path)
+        return f"worker {exit_text(self.proc.wait())}{_crash_hint(tail)}; last log lines:\n{tail}"
 
     def signal_name(self) -> str:
         code = self.proc.wait()
-        return signal.Signals(-code).name if code < 0 else f"EXIT{code}"
+        return signal_name(-code) if code < 0 else f"EXIT{code}"
 
 
 class Pool:
@@ -295,7 +290,7 @@ class Pool:
 
 def fork_server(config: PoolConfig) -> ForkServer:
     """The fork server for these workers: with `keep_warm`, the shared one (started if need be)."""
-    log = _fork_server_log(config)
+    log = worklog.fork_server_log(config.log_dir)
     env = _worker_env(config, None)
     try:
         if config.keep_warm > 0:
@@ -307,26 +302,9 @@ def fork_server(config: PoolConfig) -> ForkServer:
         raise _fork_server_lost(config, str(e)) from e
 
 
-def _fork_server_log(config: PoolConfig) -> str:
-    return os.path.join(config.log_dir, "forkserver.log")
-
-
 def _fork_server_lost(config: PoolConfig, message: str) -> PoolError:
-    log = _fork_server_log(config)
-    return PoolError("environment", f"{message}; last lines of {log}:\n{_tail(log)}")
-
-
-def forked_by(log_text: str) -> set[int]:
-    """The fork servers that the workers of a worker log were forked by (see the header _Slot writes)."""
-    return {int(pid) for pid in re.findall(r"^=== worker \d+, start \d+ at [0-9.]+, forked by (\d+) ===$", log_text,
-                                            re.MULTILINE)}
-
-
-def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` for a Python child that must import this very `minifier` (first on its path, so that
-    driver, workers and server speak one protocol version) and print unbuffered."""
-    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")])),
-            "PYTHONUNBUFFERED": "1"}
+    log = worklog.fork_server_log(config.log_dir)
+    return PoolError("environment", f"{message}; last lines of {log}:\n{worklog.tail(log)}")
 
 
 def _worker_env(config: PoolConfig, index: int | None) -> dict[str, str]:
@@ -344,36 +322,13 @@ def _worker_env(config: PoolConfig, index: int | None) -> dict[str, str]:
     return env
 
 
-def phase_marks(log_text: str) -> list[tuple[float, str, str]]:
-    """(clock time, step, detail) of each step a worker log marks (see worker.phase)."""
-    marks = []
-    for line in log_text.splitlines():
-        if line.startswith(p.PHASE_MARK):
-            text, _, at = line[len(p.PHASE_MARK):].rpartition(" at ")
-            step, _, detail = text.partition(" ")
-            try:
-                marks.append((float(at), step, detail))
-            except ValueError:
-                continue  # the tail of a log may start mid-line
-    return marks
-
-
 def _crash_hint(log_tail: str) -> str:
-    phases = [step for _, step, _ in phase_marks(log_tail)]
-    if phases and phases[-1] == "load":
+    phase = worklog.last_phase(log_tail)
+    if phase == "load":
         compiler = os.environ.get("CXX", "g++")
         return (f" while loading the compiled AOTI package: packages built by {compiler} that link a libstdc++ "
                 "other than this Python's crash like this (try CXX=/usr/bin/g++ CC=/usr/bin/gcc)")
-    if phases and phases[-1] == "compile":
+    if phase == "compile":
         return " while compiling"
     return ""
 
-
-def _tail(path: str, limit: int = 2000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""

@@ -9,6 +9,7 @@ one. Forked by minifier.forkserver, which has imported torch already; `serve` is
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import shutil
 import signal
@@ -18,10 +19,13 @@ import time
 import traceback
 
 from . import worker_protocol as p
-from .forkserver import COMPILE_MODULES, WORKER_NAME, import_if_installed, name_process
+from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
 from .signature import analyze_error
-from .worker_protocol import phase
+from .worklog import phase
+
+# What a worker's first compile imports; triton only where it is installed (the GPU path).
+COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
 
 
 class Worker:
@@ -174,6 +178,13 @@ class Worker:
         except Exception:  # a candidate we cannot save is still a valid verdict
             _remove(path + ".tmp")
             return None
+
+
+def import_if_installed(module: str) -> bool:
+    if importlib.util.find_spec(module) is None:
+        return False
+    importlib.import_module(module)
+    return True
 
 
 def _poisons_cuda(text: str) -> bool:

@@ -6,7 +6,6 @@ only these messages travel on the pipes. Torch-free so the driver never imports 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
@@ -14,16 +13,6 @@ from . import wire
 from .events import SourceLine
 from .launcher import LauncherSpec
 from .signature import ErrorAnalysis
-
-# Written to the worker's log, with the clock time, before each step: a crash is attributed to compile,
-# load or run, and bench/timeline.py lays out where a slow run's time went.
-PHASE_MARK = "[aoti-lens phase] "
-
-
-def phase(name: str, detail: str) -> None:
-    """Mark, in the log on stdout, the step this process begins now (see PHASE_MARK)."""
-    print(f"{PHASE_MARK}{name} {detail} at {time.time():.3f}", flush=True)
-
 
 @dataclass(frozen=True)
 class NodeInfo:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Literal
 from lsprotocol import types
 from minifier.cli import ExitCode
 from minifier.events import ErrorEvent, Event, LogEvent, parse_event
+from minifier.procs import exit_text, signal_group, with_this_package
 from minifier.wire import WireError
-from minifier.pool import with_this_package
 
 from .failures import FailureRecord
 from .protocol import graph_uri
@@ -137,7 +137,7 @@ class Jobs:
     def kill_all(self) -> None:
         for job in self._jobs.values():
             if job.process is not None and job.process.returncode is None:
-                _signal_group(job.process.pid, signal.SIGKILL)
+                signal_group(job.process.pid, signal.SIGKILL)
 
     def _cancel(self, job: Job, reason: str) -> None:
         if job.cancel_requested:
@@ -152,14 +152,14 @@ class Jobs:
 
     def _terminate(self, job: Job) -> None:
         assert job.process is not None
-        _signal_group(job.process.pid, signal.SIGTERM)
+        signal_group(job.process.pid, signal.SIGTERM)
         asyncio.get_running_loop().call_later(GRACE_SECONDS, self._kill_if_alive, job)
 
     def _kill_if_alive(self, job: Job) -> None:
         if job.process is not None and job.process.returncode is None:
             self.ls.log(f"{job.failure_id}: aoti-minify ignored SIGTERM for {GRACE_SECONDS:.0f} s; killing it",
                         types.MessageType.Warning)
-            _signal_group(job.process.pid, signal.SIGKILL)
+            signal_group(job.process.pid, signal.SIGKILL)
 
     def command(self, kind: JobKind, launcher: str) -> list[str]:
         settings = self.ls.settings
@@ -293,10 +293,9 @@ class Jobs:
         if job.error:
             return job.error
         if code < 0:
-            name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
-            reason = f"aoti-minify was killed by {name}"
+            reason = f"aoti-minify was {exit_text(code)}"
         else:
-            reason = _EXIT_REASONS.get(code, f"aoti-minify exited with status {code}")
+            reason = _EXIT_REASONS.get(code, f"aoti-minify {exit_text(code)}")
         return f"{reason}: {job.stderr_tail[-1]}" if job.stderr_tail else reason
 
     def _fail(self, job: Job, record: FailureRecord, message: str) -> None:
@@ -339,9 +338,3 @@ class Jobs:
         self.ls.work_done_progress.report(job.token, types.WorkDoneProgressReport(
             message=record.message, percentage=percentage))
 
-
-def _signal_group(pgid: int, sig: signal.Signals) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass

@@ -15,7 +15,7 @@ import pytest
 
 from minifier.events import DoneEvent, parse_event
 from minifier.artifacts import relocate_dump
-from minifier.forkserver import WORKER_NAME
+from minifier.procs import WORKER_NAME
 from minifier.signature import Signature, analyze_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT, aoti_minify, events_of, minify, repro_signature, workers_in
 from minifier.events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, parse_event
-from minifier.pool import phase_marks
+from minifier.worklog import phase_marks
 
 pytestmark = pytest.mark.compile
 

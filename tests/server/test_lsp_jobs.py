@@ -11,7 +11,7 @@ import re
 import pytest
 from lsprotocol import types
 
-from minifier.pool import forked_by
+from minifier.worklog import forked_by
 
 from lsp_helpers import AotiClient, alive, lsp_session, processes_in, until, uri
 

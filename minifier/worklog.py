@@ -1,0 +1,94 @@
+"""The worker logs: the format the pool, the fork server and the workers write, and its readers.
+
+Each worker slot appends to `worker-<i>.log` in the dump's scratch folder and the fork server to
+`forkserver.log`: a header line each time a process starts, then what the process prints (Inductor,
+g++ and CUDA print there freely), among it a timed phase mark before each step. The pool reads a
+log's tail to say where a worker died, bench/timeline.py lays out where a run's time went, and the
+benchmark and the tests find which fork server forked a worker.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import time
+
+from .layout import SCRATCH
+
+FORK_SERVER_LOG = "forkserver.log"
+_WORKER_LOG = "worker-{}.log"
+PHASE_MARK = "[aoti-lens phase] "
+_WORKER_HEADER = re.compile(r"^=== worker (\d+), start (\d+) at ([0-9.]+), forked by (\d+) ===$", re.MULTILINE)
+_SERVER_HEADER = re.compile(r"^=== fork server (\d+) started at ([0-9.]+) ===$", re.MULTILINE)
+
+
+def worker_log(log_dir: str, index: int) -> str:
+    return os.path.join(log_dir, _WORKER_LOG.format(index))
+
+
+def fork_server_log(log_dir: str) -> str:
+    return os.path.join(log_dir, FORK_SERVER_LOG)
+
+
+def logs_under(folder: str) -> list[str]:
+    """Every worker and fork server log in the scratch folders below `folder`."""
+    work = os.path.join(folder, "**", SCRATCH)
+    return [log for name in (_WORKER_LOG.format("*"), FORK_SERVER_LOG)
+            for log in glob.glob(os.path.join(work, name), recursive=True)]
+
+
+def worker_header(index: int, generation: int, server_pid: int) -> str:
+    """Written by the pool before worker `index` starts for the `generation`-th time."""
+    return f"\n=== worker {index}, start {generation} at {time.time():.3f}, forked by {server_pid} ===\n"
+
+
+def server_header(pid: int) -> str:
+    return f"=== fork server {pid} started at {time.time():.3f} ==="
+
+
+def phase(name: str, detail: str) -> None:
+    """Mark, in the log on stdout, the step this process begins now: a crash is attributed to compile,
+    load or run, and the timeline shows where the time went."""
+    print(f"{PHASE_MARK}{name} {detail} at {time.time():.3f}", flush=True)
+
+
+def phase_marks(log_text: str) -> list[tuple[float, str, str]]:
+    """(clock time, step, detail) of each step a log marks."""
+    marks = []
+    for line in log_text.splitlines():
+        if line.startswith(PHASE_MARK):
+            text, _, at = line[len(PHASE_MARK):].rpartition(" at ")
+            step, _, detail = text.partition(" ")
+            try:
+                marks.append((float(at), step, detail))
+            except ValueError:
+                continue  # the tail of a log may start mid-line
+    return marks
+
+
+def last_phase(log_text: str) -> str | None:
+    marks = phase_marks(log_text)
+    return marks[-1][1] if marks else None
+
+
+def starts(log_text: str) -> list[tuple[float, str]]:
+    """(clock time, what started) for each process start a log's headers record."""
+    workers = [(float(m[3]), f"started (start {m[2]})") for m in _WORKER_HEADER.finditer(log_text)]
+    servers = [(float(m[2]), "started") for m in _SERVER_HEADER.finditer(log_text)]
+    return workers + servers
+
+
+def forked_by(log_text: str) -> set[int]:
+    """The fork servers that the workers of a worker log were forked by."""
+    return {int(m[4]) for m in _WORKER_HEADER.finditer(log_text)}
+
+
+def tail(path: str, limit: int = 2000) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
