@@ -1,19 +1,8 @@
-"""`aoti-minify`: reproduce and minify PyTorch AOTInductor failures.
-
-Exit codes (stable; the language server relies on them):
-  0   reproduced (`run`) / minimized (`minify`) / demo finished / fork server warm (`warm`)
-  1   the program does not fail (with the expected error) here
-  2   usage error
-  3   bad input: not an AOTI launcher, missing or corrupt .pt2, unwritable output folder
-  4   environment: no C++ compiler, no torch in this interpreter, workers cannot start
-  5   internal error (a bug in aoti-lens; the message says where the logs are)
-  130 cancelled (SIGINT/SIGTERM); the best checkpoint so far is kept as repro.py
-"""
+"""`aoti-minify`: reproduce and minify PyTorch AOTInductor failures."""
 
 from __future__ import annotations
 
 import argparse
-import enum
 import os
 import signal
 import subprocess
@@ -22,22 +11,12 @@ import traceback
 
 from .artifacts import OutputError
 from .devices import default_devices, default_workers
-from .events import ErrorEvent
+from .events import EXIT_MEANINGS, KEEP_WARM_SECONDS, ErrorEvent, ExitCode, error_code, exit_code
 from .launcher import BadLauncher
 from .options import Options
 from .pool import PoolError
 from .reporter import Reporter
 from .session import Session
-
-
-class ExitCode(enum.IntEnum):
-    OK = 0
-    DID_NOT_FAIL = 1
-    USAGE = 2
-    BAD_INPUT = 3
-    ENVIRONMENT = 4
-    INTERNAL = 5
-    CANCELLED = 130
 
 
 def _bool(text: str) -> bool:
@@ -58,7 +37,9 @@ def _power_of_two(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    exits = "\n".join(f"  {int(code):<4}{meaning}" for code, meaning in EXIT_MEANINGS.items())
     parser = argparse.ArgumentParser(prog="aoti-minify", description=__doc__,
+                                     epilog=f"Exit codes (stable; the language server relies on them):\n{exits}",
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -100,8 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     warm = commands.add_parser("warm", help="start the workers' fork server (torch imported) for this launcher and "
                                "leave it for the next run with --keep-warm; the language server does this on discovery")
     warm.add_argument("launcher")
-    warm.add_argument("--keep-warm", type=float, default=600.0, metavar="SECONDS",
-                      help="how long it waits for that run (default 600)")
+    warm.add_argument("--keep-warm", type=float, default=KEEP_WARM_SECONDS, metavar="SECONDS",
+                      help=f"how long it waits for that run (default {KEEP_WARM_SECONDS:g})")
     warm.add_argument("--devices", default="", help="as for the run it is for")
 
     capture = commands.add_parser("capture", help="run a program so that AOTI failures that kill it are still dumped",
@@ -180,8 +161,7 @@ def execute(command: str, options: Options) -> int:
     except minify_mod.ExportFailed as e:
         return _fail(reporter, ExitCode.BAD_INPUT, str(e))
     except PoolError as e:
-        code = {"bad_input": ExitCode.BAD_INPUT, "environment": ExitCode.ENVIRONMENT}.get(e.code, ExitCode.INTERNAL)
-        return _fail(reporter, code, str(e))
+        return _fail(reporter, exit_code(e.code), str(e))
     except Exception as e:  # a bug in aoti-lens: say so, with the traceback, in the documented way
         reporter.say(traceback.format_exc())
         return _fail(reporter, ExitCode.INTERNAL, f"aoti-lens internal error: {type(e).__name__}: {e} "
@@ -189,7 +169,7 @@ def execute(command: str, options: Options) -> int:
 
 
 def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:
-    reporter.emit(ErrorEvent(code=code.name.lower(), message=message))
+    reporter.emit(ErrorEvent(code=error_code(code), message=message))
     reporter.say(f"error: {message}")
     return code
 

@@ -1,12 +1,15 @@
-"""The JSON-lines events `aoti-minify --events` prints on stdout, and `failure.json`.
+"""The aoti-minify command-line contract: what it prints, writes and exits with.
 
-This is the one schema of the minifier -> language server protocol; both sides import it (it is
-torch-free), so they cannot drift apart. Every event carries `"v": SCHEMA_VERSION`; a reader
+The language server relies on nothing else of the minifier's: the JSON-lines events `--events`
+prints on stdout, failure.json, the exit codes (ExitCode), the error codes that name them in an
+`error` event (ErrorCode), and how long a warm fork server waits. Both sides import this one module
+(it is torch-free), so they cannot drift apart. Every event carries `"v": SCHEMA_VERSION`; a reader
 rejects other versions with a clear message instead of misreading them.
 """
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 from typing import Literal, Union
@@ -15,6 +18,45 @@ from . import wire
 from .signature import KernelRef, Signature
 
 SCHEMA_VERSION = 1
+
+# How long a fork server with torch imported waits for the next run: `aoti-minify warm`'s default,
+# and the language server's keepWarm setting's.
+KEEP_WARM_SECONDS = 600.0
+
+
+class ExitCode(enum.IntEnum):
+    """aoti-minify's exit status (stable: the language server relies on it)."""
+
+    OK = 0
+    DID_NOT_FAIL = 1
+    USAGE = 2
+    BAD_INPUT = 3
+    ENVIRONMENT = 4
+    INTERNAL = 5
+    CANCELLED = 130
+
+
+EXIT_MEANINGS = {
+    ExitCode.OK: "reproduced (`run`) / minimized (`minify`) / demo finished / fork server warm (`warm`)",
+    ExitCode.DID_NOT_FAIL: "the program does not fail (with the expected error) here",
+    ExitCode.USAGE: "usage error",
+    ExitCode.BAD_INPUT: "bad input: not an AOTI launcher, missing or corrupt .pt2, unwritable output folder",
+    ExitCode.ENVIRONMENT: "environment: no C++ compiler, no torch in this interpreter, workers cannot start",
+    ExitCode.INTERNAL: "internal error (a bug in aoti-lens; the message says where the logs are)",
+    ExitCode.CANCELLED: "cancelled (SIGINT/SIGTERM); the best checkpoint so far is kept as repro.py",
+}
+
+# An `error` event's code: the ExitCode that the command ends with, by name in lower case.
+ErrorCode = Literal["did_not_fail", "usage", "bad_input", "environment", "internal"]
+
+
+def error_code(code: ExitCode) -> ErrorCode:
+    return code.name.lower()  # type: ignore[return-value]
+
+
+def exit_code(code: ErrorCode) -> ExitCode:
+    return ExitCode[code.upper()]
+
 
 Verdict = Literal["fails", "passes", "other_failure", "crash", "timeout", "export_error"]
 
@@ -115,9 +157,9 @@ class CancelledEvent:
 
 @dataclass(frozen=True)
 class ErrorEvent:
-    """The command could not do its job; `code` names the reason (see cli.ExitCode)."""
+    """The command could not do its job; `code` names the exit status that follows."""
 
-    code: str
+    code: ErrorCode
     message: str
     event: Literal["error"] = "error"
     v: int = SCHEMA_VERSION

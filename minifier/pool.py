@@ -20,15 +20,16 @@ from typing import Literal
 
 from . import worker_protocol as p
 from . import worklog
+from .events import ErrorCode
 from .forkclient import ForkServer, ForkServerGone
 from .procs import exit_text, signal_name, with_this_package
 from .wire import WireError
 
 
 class PoolError(RuntimeError):
-    """Workers cannot run at all; `code` is bad_input or environment."""
+    """Workers cannot run at all; `code` says why: bad_input, environment or internal."""
 
-    def __init__(self, code: str, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 

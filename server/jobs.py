@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from lsprotocol import types
-from minifier.cli import ExitCode
-from minifier.events import ErrorEvent, Event, LogEvent, parse_event
+from minifier.events import ErrorEvent, Event, ExitCode, LogEvent, parse_event
 from minifier.procs import exit_text, signal_group, with_this_package
 from minifier.wire import WireError
 

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import sys
 
+from minifier.events import KEEP_WARM_SECONDS
 from minifier.layout import launcher_for
 from server.protocol import Settings, VirtualDoc, graph_uri, kernel_uri, original_uri, parse_uri
+
+
+def test_keep_warm_defaults_to_what_aoti_minify_warm_waits():
+    assert Settings().keep_warm == KEEP_WARM_SECONDS
+    assert Settings(keep_warm=5.0).merged({"keepWarm": None})[0].keep_warm == KEEP_WARM_SECONDS
 
 
 def test_settings_merge_keeps_absent_keys_and_reports_bad_values():
