@@ -13,6 +13,7 @@ from lsprotocol import types
 
 from .diagnostics import SOURCE
 from .failures import FailureRecord, uri_of
+from .feature import Feature
 from .jobs import Job
 from .protocol import (CANCEL, MINIFY, OPEN_REPRO, REPRODUCE, SHOW_GRAPH, SHOW_KERNEL, graph_uri, kernel_uri)
 
@@ -42,77 +43,80 @@ def available(record: FailureRecord, job: Job | None) -> list[tuple[str, str]]:
     return actions
 
 
-def register(ls: AotiLanguageServer) -> None:
-    @ls.feature(types.TEXT_DOCUMENT_CODE_ACTION,
-                types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
-    def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
-        actions: list[types.CodeAction] = []
-        seen: set[str] = set()
-        for diagnostic in params.context.diagnostics:
-            failure_id = _failure_id(diagnostic)
-            record = ls.failures.get(failure_id) if failure_id and failure_id not in seen else None
+class Actions(Feature):
+    def register(self) -> None:
+        ls = self.ls
+
+        @ls.feature(types.TEXT_DOCUMENT_CODE_ACTION,
+                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+        def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
+            actions: list[types.CodeAction] = []
+            seen: set[str] = set()
+            for diagnostic in params.context.diagnostics:
+                failure_id = _failure_id(diagnostic)
+                record = ls.failures.get(failure_id) if failure_id and failure_id not in seen else None
+                if record is None:
+                    continue
+                seen.add(record.id)
+                for i, (title, command) in enumerate(available(record, ls.jobs.running(record.id))):
+                    actions.append(types.CodeAction(
+                        title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic], is_preferred=i == 0,
+                        command=types.Command(title=title, command=command, arguments=[record.id])))
+            return actions
+
+        @ls.command(MINIFY)
+        async def minify(failure_id: str) -> None:
+            record = _lookup(ls, failure_id)
             if record is None:
-                continue
-            seen.add(record.id)
-            for i, (title, command) in enumerate(available(record, ls.jobs.running(record.id))):
-                actions.append(types.CodeAction(
-                    title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic], is_preferred=i == 0,
-                    command=types.Command(title=title, command=command, arguments=[record.id])))
-        return actions
-
-    @ls.command(MINIFY)
-    async def minify(failure_id: str) -> None:
-        record = _lookup(ls, failure_id)
-        if record is None:
-            return
-        job = ls.jobs.running(record.id)
-        if job is None or job.kind != "minify":
-            if not _allowed(ls, record, "minify it"):
                 return
-            if job is not None:  # a reproduction; minify re-checks the failure itself
-                await ls.jobs.stop(record.id, "minification requested")
-            if ls.jobs.running(record.id) is None:  # else another request started it meanwhile
-                ls.jobs.start(record, "minify", user=True)
-                return
-        await ls.show(graph_uri(record.id), "the shrinking graph")
-
-    @ls.command(REPRODUCE)
-    async def reproduce(failure_id: str) -> None:
-        record = _lookup(ls, failure_id)
-        if record is None or not _allowed(ls, record, "reproduce it"):
-            return
-        if (job := ls.jobs.running(record.id)) is not None:
-            ls.tell(f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
-                    types.MessageType.Info)
-            return
-        ls.jobs.start(record, "run", user=True)
-
-    @ls.command(CANCEL)
-    def cancel(failure_id: str) -> None:
-        record = _lookup(ls, failure_id)
-        if record is not None and not ls.jobs.cancel(record.id, "cancelled by the user"):
-            ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
-
-    @ls.command(OPEN_REPRO)
-    async def open_repro(failure_id: str) -> None:
-        record = _lookup(ls, failure_id)
-        if record is not None and record.repro:
-            await ls.show(uri_of(record.repro), "repro.py")
-        elif record is not None:
-            ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
-
-    @ls.command(SHOW_GRAPH)
-    async def show_graph(failure_id: str) -> None:
-        if (record := _lookup(ls, failure_id)) is not None:
+            job = ls.jobs.running(record.id)
+            if job is None or job.kind != "minify":
+                if not _allowed(ls, record, "minify it"):
+                    return
+                if job is not None:  # a reproduction; minify re-checks the failure itself
+                    await ls.jobs.stop(record.id, "minification requested")
+                if ls.jobs.running(record.id) is None:  # else another request started it meanwhile
+                    ls.jobs.start(record, "minify", user=True)
+                    return
             await ls.show(graph_uri(record.id), "the shrinking graph")
 
-    @ls.command(SHOW_KERNEL)
-    async def show_kernel(failure_id: str) -> None:
-        record = _lookup(ls, failure_id)
-        if record is not None and record.kernel_name:
-            await ls.show(kernel_uri(record.id, record.kernel_name), "the failing kernel")
-        elif record is not None:
-            ls.tell(f"no kernel source is known for {record.id}: reproduce it first", types.MessageType.Info)
+        @ls.command(REPRODUCE)
+        async def reproduce(failure_id: str) -> None:
+            record = _lookup(ls, failure_id)
+            if record is None or not _allowed(ls, record, "reproduce it"):
+                return
+            if (job := ls.jobs.running(record.id)) is not None:
+                ls.tell(f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
+                        types.MessageType.Info)
+                return
+            ls.jobs.start(record, "run", user=True)
+
+        @ls.command(CANCEL)
+        def cancel(failure_id: str) -> None:
+            record = _lookup(ls, failure_id)
+            if record is not None and not ls.jobs.cancel(record.id, "cancelled by the user"):
+                ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
+
+        @ls.command(OPEN_REPRO)
+        async def open_repro(failure_id: str) -> None:
+            record = _lookup(ls, failure_id)
+            if record is not None and record.repro:
+                await ls.show(uri_of(record.repro), "repro.py")
+            elif record is not None:
+                ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
+
+        @ls.command(SHOW_GRAPH)
+        async def show_graph(failure_id: str) -> None:
+            if (record := _lookup(ls, failure_id)) is not None:
+                await ls.show(graph_uri(record.id), "the shrinking graph")
+
+        @ls.command(SHOW_KERNEL)
+        async def show_kernel(failure_id: str) -> None:
+            record = _lookup(ls, failure_id)
+            if record is not None and record.kernel_name:
+                await ls.show(kernel_uri(record.id, record.kernel_name), "the failing kernel")
+            elif record is not None:
+                ls.tell(f"no kernel source is known for {record.id}: reproduce it first", types.MessageType.Info)
 
 
 def _failure_id(diagnostic: types.Diagnostic) -> str | None:

@@ -1,4 +1,4 @@
-"""Diagnostics, computed from the failure records alone (the server publishes the difference).
+"""Diagnostics, computed from the failure records alone; only the difference is published.
 
 Per failure: one on the launcher's `run_repro` line (or line 0 when the launcher is unusable), one
 on the failing kernel line with relatedInformation to the model's own source lines and the
@@ -9,12 +9,31 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
 from .failures import FailureRecord, uri_of
+from .feature import Feature
+
+if TYPE_CHECKING:
+    from .server import AotiLanguageServer
 
 SOURCE = "aoti-lens"
+
+
+class Diagnostics(Feature):
+    def __init__(self, ls: AotiLanguageServer) -> None:
+        super().__init__(ls)
+        self._published: dict[str, list[types.Diagnostic]] = {}
+
+    def failures_changed(self, records: list[FailureRecord]) -> None:
+        current = collect(records)
+        for uri in sorted(set(current) | set(self._published)):
+            if current.get(uri, []) != self._published.get(uri, []):
+                self.ls.text_document_publish_diagnostics(
+                    types.PublishDiagnosticsParams(uri=uri, diagnostics=current.get(uri, [])))
+        self._published = current
 
 
 def collect(records: Iterable[FailureRecord]) -> dict[str, list[types.Diagnostic]]:

@@ -20,8 +20,10 @@ from minifier.layout import (CHECKPOINTS, DEBUG_DIR, FAILURE_JSON, LAUNCHER, MIN
 from pygls.uris import from_fs_path, to_fs_path
 
 from .failures import FailureRecord, OnDisk, read_disk
+from .feature import Feature
 
 if TYPE_CHECKING:
+    from .protocol import Settings
     from .server import AotiLanguageServer
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
@@ -44,121 +46,134 @@ def scan(roots: Iterable[str]) -> list[str]:
     return sorted(found)
 
 
-def register(ls: AotiLanguageServer) -> None:
-    @ls.feature(types.INITIALIZED)
-    async def initialized(params: types.InitializedParams) -> None:
-        await asyncio.gather(watch(ls), rescan(ls))
+class Discovery(Feature):
+    def __init__(self, ls: AotiLanguageServer) -> None:
+        super().__init__(ls)
+        self.watch_registration: str | None = None
 
-    @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
-    async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
-        await rescan(ls)
+    def register(self) -> None:
+        ls = self.ls
 
-    @ls.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
-    async def files_changed(params: types.DidChangeWatchedFilesParams) -> None:
-        launchers: set[str] = set()
-        for change in params.changes:
-            path = to_fs_path(change.uri)
-            if not path:
+        @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+        async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
+            await self.rescan()
+
+        @ls.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+        async def files_changed(params: types.DidChangeWatchedFilesParams) -> None:
+            launchers: set[str] = set()
+            for change in params.changes:
+                path = to_fs_path(change.uri)
+                if not path:
+                    continue
+                path = os.path.abspath(path)
+                if (launcher := launcher_for(path)) is not None:
+                    launchers.add(launcher)
+                inside = path + os.sep
+                launchers.update(r.launcher for r in ls.failures.records() if r.launcher.startswith(inside))
+            if launchers:
+                await self.refresh(launchers)
+
+    async def initialized(self) -> None:
+        await asyncio.gather(self.watch(), self.rescan())
+
+    async def settings_changed(self, old: Settings) -> None:
+        new = self.ls.settings
+        if new.debug_dir_roots != old.debug_dir_roots:
+            await self.watch()
+            await self.rescan()
+        elif new.trusted and not old.trusted:
+            self.start_background_work(self.ls.failures.records())
+
+    async def watch(self) -> None:
+        """(Re-)register file watchers for the workspace and every debugDirRoot."""
+        ls = self.ls
+        capability = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
+        if not (capability and capability.dynamic_registration):
+            ls.log("this client cannot watch files for aoti-lens (no dynamic registration of "
+                   "workspace/didChangeWatchedFiles): new dumps show up on a rescan (change a setting or restart)")
+            return
+        watchers = [types.FileSystemWatcher(glob_pattern=glob, kind=kind) for glob, kind in WATCHED]
+        extra = ls.debug_roots()
+        if extra and capability.relative_pattern_support:
+            for root in extra:
+                base = os.path.dirname(root) if os.path.basename(root) == DEBUG_DIR else root
+                watchers += [types.FileSystemWatcher(
+                    glob_pattern=types.RelativePattern(base_uri=from_fs_path(base) or base, pattern=glob), kind=kind)
+                    for glob, kind in WATCHED]
+        elif extra:
+            ls.log("this client cannot watch folders outside the workspace (no relative glob patterns): "
+                   "debugDirRoots are scanned on start and on settings changes only")
+        try:
+            if self.watch_registration is not None:
+                await ls.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
+                    types.Unregistration(id=self.watch_registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
+            registration = str(uuid.uuid4())
+            await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
+                id=registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))]))
+            self.watch_registration = registration
+        except Exception as e:  # the client refused: discovery still works through rescans
+            ls.log(f"could not register file watchers ({type(e).__name__}: {e}); new dumps show up on a rescan",
+                   types.MessageType.Warning)
+
+    async def rescan(self) -> None:
+        ls = self.ls
+        roots = ls.roots()
+        for root in roots:
+            if not os.path.isdir(root):
+                ls.log(f"not scanning {root}: no such folder", types.MessageType.Warning)
+        found = await asyncio.get_running_loop().run_in_executor(None, scan, roots)
+        for record in ls.failures.records():
+            if record.launcher not in found:
+                self.forget(record, "it is no longer in the workspace or debugDirRoots")
+        await self.refresh(found)
+        ls.log(f"scanned {', '.join(roots) or 'nothing'}: {len(found)} AOTI failure(s)")
+
+    async def refresh(self, launchers: Iterable[str]) -> None:
+        """Re-read these failures from disk; a missing launcher means its run folder was deleted."""
+        ls = self.ls
+        paths = sorted(set(launchers))
+        disks = await asyncio.get_running_loop().run_in_executor(None, _read_all, paths)
+        fresh = []
+        for launcher, disk in zip(paths, disks):
+            record = ls.failures.by_launcher(launcher)
+            if disk is None:
+                if record is not None:
+                    self.forget(record, f"{record.layout.run_dir} was deleted")
                 continue
-            path = os.path.abspath(path)
-            if (launcher := launcher_for(path)) is not None:
-                launchers.add(launcher)
-            inside = path + os.sep
-            launchers.update(r.launcher for r in ls.failures.records() if r.launcher.startswith(inside))
-        if launchers:
-            await refresh(ls, launchers)
+            if record is None:
+                record = ls.failures.add(launcher)
+                ls.log(f"found AOTI failure {record.id} at {launcher}")
+            if ls.jobs.running(record.id) is None:  # while a job runs, its events are the truth
+                record.sync(disk)
+            if record.problem:
+                ls.log(f"{record.id}: {record.problem}", types.MessageType.Warning)
+            fresh.append(record)
+        ls.changed()
+        self.start_background_work(fresh)
 
+    def forget(self, record: FailureRecord, why: str) -> None:
+        self.ls.jobs.cancel(record.id, why)
+        self.ls.failures.remove(record.id)
+        self.ls.log(f"{record.id}: removed because {why}", types.MessageType.Warning)
+        self.ls.changed()
 
-async def watch(ls: AotiLanguageServer) -> None:
-    """(Re-)register file watchers for the workspace and every debugDirRoot."""
-    capability = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
-    if not (capability and capability.dynamic_registration):
-        ls.log("this client cannot watch files for aoti-lens (no dynamic registration of "
-               "workspace/didChangeWatchedFiles): new dumps show up on a rescan (change a setting or restart)")
-        return
-    watchers = [types.FileSystemWatcher(glob_pattern=glob, kind=kind) for glob, kind in WATCHED]
-    extra = ls.debug_roots()
-    if extra and capability.relative_pattern_support:
-        for root in extra:
-            base = os.path.dirname(root) if os.path.basename(root) == DEBUG_DIR else root
-            watchers += [types.FileSystemWatcher(
-                glob_pattern=types.RelativePattern(base_uri=from_fs_path(base) or base, pattern=glob), kind=kind)
-                for glob, kind in WATCHED]
-    elif extra:
-        ls.log("this client cannot watch folders outside the workspace (no relative glob patterns): "
-               "debugDirRoots are scanned on start and on settings changes only")
-    try:
-        if ls.watch_registration is not None:
-            await ls.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
-                types.Unregistration(id=ls.watch_registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
-        registration = str(uuid.uuid4())
-        await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
-            id=registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))]))
-        ls.watch_registration = registration
-    except Exception as e:  # the client refused: discovery still works through rescans
-        ls.log(f"could not register file watchers ({type(e).__name__}: {e}); new dumps show up on a rescan",
-               types.MessageType.Warning)
-
-
-async def rescan(ls: AotiLanguageServer) -> None:
-    roots = ls.roots()
-    for root in roots:
-        if not os.path.isdir(root):
-            ls.log(f"not scanning {root}: no such folder", types.MessageType.Warning)
-    found = await asyncio.get_running_loop().run_in_executor(None, scan, roots)
-    for record in ls.failures.records():
-        if record.launcher not in found:
-            forget(ls, record, "it is no longer in the workspace or debugDirRoots")
-    await refresh(ls, found)
-    ls.log(f"scanned {', '.join(roots) or 'nothing'}: {len(found)} AOTI failure(s)")
-
-
-async def refresh(ls: AotiLanguageServer, launchers: Iterable[str]) -> None:
-    """Re-read these failures from disk; a missing launcher means its run folder was deleted."""
-    paths = sorted(set(launchers))
-    disks = await asyncio.get_running_loop().run_in_executor(None, _read_all, paths)
-    fresh = []
-    for launcher, disk in zip(paths, disks):
-        record = ls.failures.by_launcher(launcher)
-        if disk is None:
-            if record is not None:
-                forget(ls, record, f"{record.layout.run_dir} was deleted")
-            continue
-        if record is None:
-            record = ls.failures.add(launcher)
-            ls.log(f"found AOTI failure {record.id} at {launcher}")
-        if ls.jobs.running(record.id) is None:  # while a job runs, its events are the truth
-            record.sync(disk)
-        if record.problem:
-            ls.log(f"{record.id}: {record.problem}", types.MessageType.Warning)
-        fresh.append(record)
-    ls.changed()
-    start_background_work(ls, fresh)
+    def start_background_work(self, records: Iterable[FailureRecord]) -> None:
+        """Learn what each new failure is (signature, kernel line) in the background, when allowed; if
+        that starts nothing, at least have warm workers wait for the user's Minify."""
+        ls = self.ls
+        if not ls.settings.trusted:
+            return
+        usable = [record for record in records if record.usable]
+        started = False
+        for record in usable:
+            if ls.settings.auto_reproduce and record.failure is None and record.state == "found" \
+                    and not ls.jobs.running(record.id):
+                ls.jobs.start(record, "run", user=False)
+                started = True
+        if usable and not started:  # a job started here warms the fork server itself
+            ls.jobs.warm(usable[0].launcher)
 
 
 def _read_all(launchers: list[str]) -> list[OnDisk | None]:
     return [read_disk(p) for p in launchers]
-
-
-def forget(ls: AotiLanguageServer, record: FailureRecord, why: str) -> None:
-    ls.jobs.cancel(record.id, why)
-    ls.failures.remove(record.id)
-    ls.log(f"{record.id}: removed because {why}", types.MessageType.Warning)
-    ls.changed()
-
-
-def start_background_work(ls: AotiLanguageServer, records: Iterable[FailureRecord]) -> None:
-    """Learn what each new failure is (signature, kernel line) in the background, when allowed; if that
-    starts nothing, at least have warm workers wait for the user's Minify."""
-    if not ls.settings.trusted:
-        return
-    usable = [record for record in records if record.usable]
-    started = False
-    for record in usable:
-        if ls.settings.auto_reproduce and record.failure is None and record.state == "found" \
-                and not ls.jobs.running(record.id):
-            ls.jobs.start(record, "run", user=False)
-            started = True
-    if usable and not started:  # a job started here warms the fork server itself
-        ls.jobs.warm(usable[0].launcher)

@@ -7,20 +7,45 @@ compiler's and the hover on the error line works there as in the real file.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from .feature import Feature
 from .protocol import parse_uri
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
 
 
-def register(ls: AotiLanguageServer) -> None:
-    @ls.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT)
-    def content(params: types.TextDocumentContentParams) -> types.TextDocumentContentResult:
-        return types.TextDocumentContentResult(text=render(ls, params.uri))
+class Documents(Feature):
+    def __init__(self, ls: AotiLanguageServer) -> None:
+        super().__init__(ls)
+        self._refresh_broken = False
+
+    def register(self) -> None:
+        @self.ls.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT)
+        def content(params: types.TextDocumentContentParams) -> types.TextDocumentContentResult:
+            return types.TextDocumentContentResult(text=render(self.ls, params.uri))
+
+    @property
+    def supports_refresh(self) -> bool:
+        workspace = self.ls.client_capabilities.workspace
+        return bool(workspace and workspace.text_document_content is not None) and not self._refresh_broken
+
+    def refresh(self, uri: str) -> None:
+        """Have the client ask again for a document whose content changed."""
+        if not self.supports_refresh:
+            return
+        future = self.ls.workspace_text_document_content_refresh(types.TextDocumentContentRefreshParams(uri=uri))
+
+        def done(f: Any) -> None:
+            if not f.cancelled() and f.exception() is not None and not self._refresh_broken:
+                self._refresh_broken = True
+                self.ls.log(f"the client rejected workspace/textDocumentContent/refresh ({f.exception()}); "
+                            "reopen aoti: documents to see updates", types.MessageType.Warning)
+
+        future.add_done_callback(done)
 
 
 def render(ls: AotiLanguageServer, uri: str) -> str:

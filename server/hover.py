@@ -11,23 +11,25 @@ from lsprotocol import types
 from pygls.uris import to_fs_path
 
 from .failures import FailureRecord, uri_of
+from .feature import Feature
 from .protocol import parse_uri
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
 
 
-def register(ls: AotiLanguageServer) -> None:
-    @ls.feature(types.TEXT_DOCUMENT_HOVER)
-    def hover(params: types.HoverParams) -> types.Hover | None:
-        line = params.position.line
-        record = failing_line(ls, params.text_document.uri, line)
-        if record is None:
-            return None
-        return types.Hover(
-            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=describe(record)),
-            range=types.Range(start=types.Position(line=line, character=0),
-                              end=types.Position(line=line + 1, character=0)))
+class Hover(Feature):
+    def register(self) -> None:
+        @self.ls.feature(types.TEXT_DOCUMENT_HOVER)
+        def hover(params: types.HoverParams) -> types.Hover | None:
+            line = params.position.line
+            record = failing_line(self.ls, params.text_document.uri, line)
+            if record is None:
+                return None
+            return types.Hover(
+                contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=describe(record)),
+                range=types.Range(start=types.Position(line=line, character=0),
+                                  end=types.Position(line=line + 1, character=0)))
 
 
 def failing_line(ls: AotiLanguageServer, uri: str, line: int) -> FailureRecord | None:

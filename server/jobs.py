@@ -23,9 +23,11 @@ from minifier.procs import exit_text, signal_group, with_this_package
 from minifier.wire import WireError
 
 from .failures import FailureRecord
+from .feature import Feature
 from .protocol import graph_uri
 
 if TYPE_CHECKING:
+    from .protocol import Settings
     from .server import AotiLanguageServer
 
 JobKind = Literal["run", "minify"]
@@ -64,15 +66,25 @@ class Job:
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
 
 
-class Jobs:
+class Jobs(Feature):
     """At most one job per failure; background reproductions share a few slots."""
 
     def __init__(self, ls: AotiLanguageServer) -> None:
-        self.ls = ls
+        super().__init__(ls)
         self._jobs: dict[str, Job] = {}
         self._slots = asyncio.Semaphore(BACKGROUND_SLOTS)
         self._warming: asyncio.Task[None] | None = None  # held, or the event loop may drop the task
         self._warmed_at = -float("inf")
+
+    async def settings_changed(self, old: Settings) -> None:
+        if old.trusted and not self.ls.settings.trusted:
+            await self.stop_all("the workspace is no longer trusted")
+
+    async def shutdown(self) -> None:
+        await self.stop_all("the server is shutting down")
+
+    def exit(self) -> None:
+        self.kill_all()
 
     def running(self, failure_id: str) -> Job | None:
         return self._jobs.get(failure_id)
@@ -208,9 +220,9 @@ class Jobs:
         argv = self.command(job.kind, record.launcher)
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, cwd=record.layout.minifier_dir, env=with_this_package(os.environ), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, start_new_session=True,
-                limit=EVENT_LINE_LIMIT)
+                *argv, cwd=record.layout.minifier_dir, env=with_this_package(os.environ),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True, limit=EVENT_LINE_LIMIT)
         except OSError as e:
             self._fail(job, record, f"cannot start {argv[0]} in {record.layout.minifier_dir}: {e.strerror or e}")
             return
@@ -254,7 +266,7 @@ class Jobs:
         if job.kind == "minify":  # the minifier only reports its clock at checkpoints
             record.seconds = max(record.seconds or 0.0, round(time.monotonic() - job.started, 1))
         if record.apply(event):
-            self.ls.refresh_document(graph_uri(record.id))
+            self.ls.documents.refresh(graph_uri(record.id))
         self._report_progress(job, record)
         self.ls.changed()
 

@@ -1,8 +1,10 @@
-"""The aoti-lens language server object: settings, known failures, jobs, and publishing.
+"""The aoti-lens language server object: settings, known failures, and the features.
 
-Feature modules (discovery, documents, hover, actions) register their handlers on it; all mutable
-state lives here. Publishing is batched: any change marks the server dirty and one flush per event
-loop turn sends the diagnostics that changed and one `aoti/failuresChanged`.
+All mutable state hangs off this one object. Each feature (server/feature.py: discovery, jobs,
+documents, hover, actions, diagnostics, the failure list) registers its own handlers and follows the
+server's life through hooks that the lifecycle handlers here call on all of them in turn. Publishing
+is batched: any change marks the server dirty, and one flush per event loop turn has every feature
+publish what it shows of the failures (the diagnostics that changed, one `aoti/failuresChanged`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 from pygls.uris import to_fs_path
 
-from . import __version__, actions, diagnostics, discovery, documents, hover
+from . import __version__
+from .actions import Actions
+from .diagnostics import Diagnostics
+from .discovery import Discovery
+from .documents import Documents
+from .failure_list import FailureList
 from .failures import FailureStore
+from .feature import Feature
+from .hover import Hover
 from .jobs import Jobs
-from .protocol import FAILURES, FAILURES_CHANGED, SCHEME, Settings, failure_list
+from .protocol import SCHEME, Settings
 
 
 class AotiProtocol(LanguageServerProtocol):
@@ -42,11 +51,12 @@ class AotiLanguageServer(LanguageServer):
         self.settings = Settings()
         self.failures = FailureStore()
         self.jobs = Jobs(self)
-        self.watch_registration: str | None = None
+        self.discovery = Discovery(self)
+        self.documents = Documents(self)
+        # Hooks run in this order: on a settings change, jobs stop before discovery starts new ones.
+        self.features: list[Feature] = [self.jobs, self.discovery, self.documents, Hover(self), Actions(self),
+                                        Diagnostics(self), FailureList(self)]
         self._flush_pending = False
-        self._published: dict[str, list[types.Diagnostic]] = {}
-        self._listed: dict[str, Any] | None = None
-        self._refresh_broken = False
 
     def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
         self.window_log_message(types.LogMessageParams(type=level, message=message))
@@ -73,11 +83,6 @@ class AotiLanguageServer(LanguageServer):
         window = self.client_capabilities.window
         return bool(window and window.show_document and window.show_document.support)
 
-    @property
-    def supports_refresh(self) -> bool:
-        workspace = self.client_capabilities.workspace
-        return bool(workspace and workspace.text_document_content is not None) and not self._refresh_broken
-
     def folders(self) -> list[str]:
         folders = [to_fs_path(f.uri) for f in self.workspace.folders.values()]
         return [os.path.abspath(f) for f in folders if f] or \
@@ -99,29 +104,8 @@ class AotiLanguageServer(LanguageServer):
     def _flush(self) -> None:
         self._flush_pending = False
         records = self.failures.records()
-        current = diagnostics.collect(records)
-        for uri in sorted(set(current) | set(self._published)):
-            if current.get(uri, []) != self._published.get(uri, []):
-                self.text_document_publish_diagnostics(
-                    types.PublishDiagnosticsParams(uri=uri, diagnostics=current.get(uri, [])))
-        self._published = current
-        listed = failure_list([r.item() for r in records])
-        if listed != self._listed:
-            self._listed = listed
-            self.protocol.notify(FAILURES_CHANGED, listed)
-
-    def refresh_document(self, uri: str) -> None:
-        if not self.supports_refresh:
-            return
-        future = self.workspace_text_document_content_refresh(types.TextDocumentContentRefreshParams(uri=uri))
-
-        def done(f: Any) -> None:
-            if not f.cancelled() and f.exception() is not None and not self._refresh_broken:
-                self._refresh_broken = True
-                self.log(f"the client rejected workspace/textDocumentContent/refresh ({f.exception()}); "
-                         "reopen aoti: documents to see updates", types.MessageType.Warning)
-
-        future.add_done_callback(done)
+        for feature in self.features:
+            feature.failures_changed(records)
 
     async def show(self, uri: str, what: str) -> None:
         """Open a document in the editor, or say where it is when the client cannot be asked to."""
@@ -141,13 +125,8 @@ class AotiLanguageServer(LanguageServer):
         self.settings, problems = old.merged(data)
         for problem in problems:
             self.log(problem, types.MessageType.Warning)
-        if old.trusted and not self.settings.trusted:
-            await self.jobs.stop_all("the workspace is no longer trusted")
-        if self.settings.debug_dir_roots != old.debug_dir_roots:
-            await discovery.watch(self)
-            await discovery.rescan(self)
-        elif self.settings.trusted and not old.trusted:
-            discovery.start_background_work(self, self.failures.records())
+        for feature in self.features:
+            await feature.settings_changed(old)
 
 
 def create_server() -> AotiLanguageServer:
@@ -159,22 +138,25 @@ def create_server() -> AotiLanguageServer:
         for problem in problems:
             ls.log(problem, types.MessageType.Warning)
 
+    @ls.feature(types.INITIALIZED)
+    async def initialized(params: types.InitializedParams) -> None:
+        for feature in ls.features:
+            await feature.initialized()
+
     @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     async def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
         await ls.apply_settings(params.settings)
 
-    @ls.feature(FAILURES)
-    def failures(params: Any) -> dict[str, Any]:
-        return failure_list([r.item() for r in ls.failures.records()])
-
     @ls.feature(types.SHUTDOWN)
     async def shutdown(params: None) -> None:
-        await ls.jobs.stop_all("the server is shutting down")
+        for feature in ls.features:
+            await feature.shutdown()
 
     @ls.feature(types.EXIT)
     def exit_(params: None) -> None:
-        ls.jobs.kill_all()
+        for feature in ls.features:
+            feature.exit()
 
-    for module in (discovery, documents, hover, actions):
-        module.register(ls)
+    for feature in ls.features:
+        feature.register()
     return ls
