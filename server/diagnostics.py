@@ -13,6 +13,7 @@ from collections.abc import Iterable, Iterator
 from lsprotocol import types
 
 from .failures import FailureRecord, uri_of
+from .protocol import RUNNING_STATES
 
 SOURCE = "aoti-lens"
 
@@ -59,7 +60,7 @@ def for_record(record: FailureRecord) -> Iterator[tuple[str, types.Diagnostic]]:
 def _launcher_severity(record: FailureRecord) -> types.DiagnosticSeverity:
     if record.signature is not None:
         return types.DiagnosticSeverity.Error
-    if record.state in ("reproducing", "minifying"):
+    if record.state in RUNNING_STATES:
         return types.DiagnosticSeverity.Information
     return types.DiagnosticSeverity.Warning
 

@@ -20,11 +20,12 @@ from pygls.uris import to_fs_path
 from . import __version__, actions, diagnostics, discovery, documents, hover
 from .failures import FailureStore
 from .jobs import Jobs
-from .protocol import FAILURES, FAILURES_CHANGED, SCHEME, Settings, failure_list
+from .protocol import FAILURES, FAILURES_CHANGED, SCHEME, Settings, experimental_capabilities, failure_list
 
 
 class AotiProtocol(LanguageServerProtocol):
-    """Advertises `workspace.textDocumentContent`, which pygls 2.1.1 handles but does not announce."""
+    """Advertises `workspace.textDocumentContent`, which pygls 2.1.1 handles but does not announce, and the
+    aoti-lens protocol version."""
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
@@ -32,6 +33,7 @@ class AotiProtocol(LanguageServerProtocol):
         workspace = result.capabilities.workspace or types.WorkspaceOptions()
         workspace.text_document_content = types.TextDocumentContentOptions(schemes=[SCHEME])
         result.capabilities.workspace = workspace
+        result.capabilities.experimental = experimental_capabilities()
         return result
 
 

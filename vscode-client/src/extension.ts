@@ -17,12 +17,9 @@ import {
 import { FailuresView } from './failuresView';
 import { probeInterpreter, probeProblem, installCommand, resolveInterpreter, type Interpreter } from './interpreter';
 import { candidatesFor, commandArguments, pickLabel, statusText } from './presentation';
-import { ClientCommands, Methods, ServerCommands, VIEW_ID, type FailureItem, type FailureList, type Settings } from './protocol';
+import { ClientCommands, Contexts, NAME, VIEW_ID } from './manifest';
+import { Methods, ServerCommands, UNTRUSTED_TEXT, type FailureItem, type FailureList, type Settings } from './protocol';
 import { buildSettings, type Vars } from './settings';
-
-const NAME = 'aoti-lens';
-const UNTRUSTED_TEXT =
-  'aoti-lens runs nothing in an untrusted workspace: a minifier launcher is code. Failures are listed; trust the workspace to reproduce and minify them.';
 
 let controller: Controller | undefined;
 
@@ -179,7 +176,7 @@ class Controller {
   async stopClient(): Promise<void> {
     const client = this.client;
     this.client = undefined;
-    void vscode.commands.executeCommand('setContext', 'aoti.serverRunning', false);
+    void vscode.commands.executeCommand('setContext', Contexts.serverRunning, false);
     if (client) {
       try {
         if (client.state !== State.Stopped) await client.stop(5000);
@@ -306,7 +303,7 @@ class Controller {
       return;
     }
     this.view.setNotice(null, 'server');
-    void vscode.commands.executeCommand('setContext', 'aoti.serverRunning', true);
+    void vscode.commands.executeCommand('setContext', Contexts.serverRunning, true);
     await this.refresh();
   }
 
@@ -326,7 +323,7 @@ class Controller {
   private updateFailures(list: FailureList | undefined): void {
     this.view.update(list?.failures ?? []);
     const status = statusText(this.view.failures);
-    void vscode.commands.executeCommand('setContext', 'aoti.jobsRunning', status !== null);
+    void vscode.commands.executeCommand('setContext', Contexts.jobsRunning, status !== null);
     if (status) {
       this.status.text = status.text;
       this.status.tooltip = status.tooltip;

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ClientCommands, FAILURE_STATES, SERVER_COMMAND_IDS, VIEW_ID, type FailureState } from '../src/protocol';
+import { ClientCommands, VIEW_ID } from '../src/manifest';
+import { FAILURE_STATES, SERVER_COMMAND_IDS, type FailureState } from '../src/protocol';
 import { contextValue } from '../src/presentation';
 
 const root = join(__dirname, '..', '..');
