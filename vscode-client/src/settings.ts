@@ -1,9 +1,9 @@
 // VS Code settings -> the server's `Settings` (initializationOptions and didChangeConfiguration). No vscode import.
 import * as os from 'node:os';
 import * as path from 'node:path';
-import type { Settings } from './protocol';
+import { SETTINGS_SECTION, type Settings } from './protocol';
 
-/** What the extension reads from `vscode.workspace.getConfiguration('aoti')`. */
+/** What the extension reads from `vscode.workspace.getConfiguration(SETTINGS_SECTION)`. */
 export interface ConfigReader {
   get<T>(key: string): T | undefined;
 }
@@ -59,4 +59,18 @@ export function buildSettings(config: ConfigReader, python: string | undefined, 
   const auto = config.get<unknown>('autoReproduce');
   settings.autoReproduce = typeof auto === 'boolean' ? auto : true;
   return settings;
+}
+
+/**
+ * The answer to the server's `workspace/configuration` request: VS Code's answer with the `aoti`
+ * section replaced by the Settings the extension sends (resolved interpreter, trust).
+ */
+export function configurationAnswer<T>(answer: T, items: readonly { section?: string }[], settings: Settings): T | unknown[] {
+  if (!Array.isArray(answer)) return answer;
+  return answer.map((value, i) => {
+    const section = items[i]?.section;
+    if (section === SETTINGS_SECTION) return settings;
+    if (!section) return { ...(value ?? {}), [SETTINGS_SECTION]: settings };
+    return value;
+  });
 }
