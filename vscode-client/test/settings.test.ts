@@ -33,7 +33,7 @@ test('all settings map to the protocol Settings', () => {
     devices: '0,1',
     timeout: 120,
     keepWarm: 0,
-    debugDirRoots: ['/dumps', '/ws/rel', '/ws/x'],
+    debugDirRoots: ['/dumps', 'rel', '/ws/x'], // the server resolves relative roots (tests/server: debugDirRoots)
     imports: ['my_ops'],
     autoReproduce: false,
   });
