@@ -60,6 +60,12 @@ test('settings contributed for every Settings key but trusted', () => {
   assert.deepEqual(props, ['aoti.autoReproduce', 'aoti.debugDirRoots', 'aoti.devices', 'aoti.imports', 'aoti.keepWarm', 'aoti.python', 'aoti.timeout', 'aoti.workers']);
 });
 
+test("the extension's README lists every setting", () => {
+  const readme = readFileSync(join(root, 'vscode-client', 'README.md'), 'utf8');
+  const listed = [...readme.matchAll(/^\| `(aoti\.\w+)` \|/gm)].map((m) => m[1]).sort();
+  assert.deepEqual(listed, Object.keys(contributes.configuration.properties).sort());
+});
+
 test('the failures view exists', () => {
   const views = Object.values(contributes.views).flat() as { id: string; name: string }[];
   assert.ok(views.some((v) => v.id === VIEW_ID && v.name === 'AOTI Failures'));
