@@ -15,14 +15,10 @@ from .diagnostics import SOURCE
 from .failures import FailureRecord, uri_of
 from .feature import Feature
 from .jobs import Job
-from .protocol import (CANCEL, MINIFY, OPEN_REPRO, REPRODUCE, SHOW_GRAPH, SHOW_KERNEL, graph_uri, kernel_uri)
+from .protocol import CANCEL, MINIFY, OPEN_REPRO, REPRODUCE, SHOW_GRAPH, SHOW_KERNEL, UNTRUSTED, graph_uri, kernel_uri
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
-
-UNTRUSTED = ("aoti-lens runs nothing in an untrusted workspace: reproducing or minifying executes this "
-             "workspace's minifier_launcher.py. Trust the workspace (Workspaces: Manage Workspace Trust) to {what}.")
-
 
 def available(record: FailureRecord, job: Job | None) -> list[tuple[str, str]]:
     """(title, command) pairs that make sense for this failure now, the most useful first."""
@@ -71,7 +67,7 @@ class Actions(Feature):
                 return
             job = ls.jobs.running(record.id)
             if job is None or job.kind != "minify":
-                if not _allowed(ls, record, "minify it"):
+                if not _allowed(ls, record):
                     return
                 if job is not None:  # a reproduction; minify re-checks the failure itself
                     await ls.jobs.stop(record.id, "minification requested")
@@ -83,7 +79,7 @@ class Actions(Feature):
         @ls.command(REPRODUCE)
         async def reproduce(failure_id: str) -> None:
             record = _lookup(ls, failure_id)
-            if record is None or not _allowed(ls, record, "reproduce it"):
+            if record is None or not _allowed(ls, record):
                 return
             if (job := ls.jobs.running(record.id)) is not None:
                 ls.tell(f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
@@ -134,9 +130,9 @@ def _lookup(ls: AotiLanguageServer, failure_id: str) -> FailureRecord | None:
     return record
 
 
-def _allowed(ls: AotiLanguageServer, record: FailureRecord, what: str) -> bool:
+def _allowed(ls: AotiLanguageServer, record: FailureRecord) -> bool:
     if not ls.settings.trusted:
-        ls.tell(UNTRUSTED.format(what=what))
+        ls.tell(UNTRUSTED)
         return False
     if not record.usable:
         ls.tell(f"aoti-lens cannot use the launcher of {record.id}: {record.problem}", types.MessageType.Error)

@@ -15,6 +15,7 @@ from lsprotocol import types
 
 from .failures import FailureRecord, uri_of
 from .feature import Feature
+from .protocol import RUNNING_STATES
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
@@ -78,7 +79,7 @@ def for_record(record: FailureRecord) -> Iterator[tuple[str, types.Diagnostic]]:
 def _launcher_severity(record: FailureRecord) -> types.DiagnosticSeverity:
     if record.signature is not None:
         return types.DiagnosticSeverity.Error
-    if record.state in ("reproducing", "minifying"):
+    if record.state in RUNNING_STATES:
         return types.DiagnosticSeverity.Information
     return types.DiagnosticSeverity.Warning
 

@@ -24,7 +24,7 @@ from minifier.wire import WireError
 
 from .failures import FailureRecord
 from .feature import Feature
-from .protocol import graph_uri
+from .protocol import RUNNING_STATES, graph_uri
 
 if TYPE_CHECKING:
     from .protocol import Settings
@@ -338,7 +338,7 @@ class Jobs(Feature):
         progress.tokens[token].add_done_callback(on_client_cancel)
 
     def _report_progress(self, job: Job, record: FailureRecord) -> None:
-        if job.token is None or record.state not in ("reproducing", "minifying"):  # the end says the rest
+        if job.token is None or record.state not in RUNNING_STATES:  # the end says the rest
             return
         percentage = None
         if job.kind == "minify":

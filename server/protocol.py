@@ -1,5 +1,9 @@
-"""The language server <-> client contract of docs/protocol.md (server side; the client's twin is
-vscode-client/src/protocol.ts).
+"""The language server <-> client contract: custom LSP methods, commands, settings, aoti: URIs.
+
+The one source of this schema. `python -m server.codegen` writes the client's copy
+(vscode-client/src/protocol.ts) and the LSP tables of docs/protocol.md from this module, the
+trailing `# comments` here becoming their descriptions; tests/server/test_protocol_schema.py
+fails when either is stale or when package.json's settings and commands disagree with it.
 
 JSON on the wire is camelCase; the rest of the server only sees the typed, snake_case dataclasses
 here, converted at this one boundary.
@@ -15,18 +19,32 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote
 
-FAILURES = "aoti/failures"
-FAILURES_CHANGED = "aoti/failuresChanged"
-SCHEME = "aoti"
+from minifier.events import KEEP_WARM_SECONDS
 
-MINIFY = "aoti.minify"
-REPRODUCE = "aoti.reproduce"
-CANCEL = "aoti.cancel"
-OPEN_REPRO = "aoti.openRepro"
-SHOW_GRAPH = "aoti.showGraph"
-SHOW_KERNEL = "aoti.showKernel"
+PROTOCOL_VERSION = 1  # bumped on any change that a client of the previous version would misread
+CAPABILITY = "aotiLens"  # the key of the server's `ServerCapability` in InitializeResult.capabilities.experimental
+SETTINGS_SECTION = "aoti"  # VS Code's settings are `aoti.<key>`; didChangeConfiguration may nest Settings under it
+SCHEME = "aoti"  # the scheme of the virtual documents (LSP 3.18 workspace/textDocumentContent)
+
+FAILURES = "aoti/failures"  # request (client -> server), params `{}`, result `FailureList`
+FAILURES_CHANGED = "aoti/failuresChanged"  # notification (server -> client), params `FailureList`, on any change
+METHODS = (FAILURES, FAILURES_CHANGED)
+
+MINIFY = "aoti.minify"  # minify the failure; on a failure already being minified, show its shrinking graph
+REPRODUCE = "aoti.reproduce"  # run the failure once to learn its signature and failing kernel (writes failure.json)
+CANCEL = "aoti.cancel"  # stop the failure's job (a minification still writes repro.py from its best checkpoint)
+OPEN_REPRO = "aoti.openRepro"  # open the failure's repro.py (window/showDocument)
+SHOW_GRAPH = "aoti.showGraph"  # open the shrinking graph document (window/showDocument)
+SHOW_KERNEL = "aoti.showKernel"  # open the failing kernel's document (window/showDocument)
+SERVER_COMMANDS = (MINIFY, REPRODUCE, CANCEL, OPEN_REPRO, SHOW_GRAPH, SHOW_KERNEL)
 
 State = Literal["found", "reproducing", "reproduced", "minifying", "minimized", "cancelled", "error"]
+RUNNING_STATES: tuple[State, ...] = ("reproducing", "minifying")  # a job (an `aoti-minify` child process) runs
+
+# Said by the server when it refuses to minify or reproduce, and by the client before it even asks.
+UNTRUSTED = ("aoti-lens runs nothing in an untrusted workspace: reproducing or minifying executes this workspace's "
+             "minifier_launcher.py. Trust the workspace (Workspaces: Manage Workspace Trust) to reproduce and "
+             "minify its failures.")
 
 
 def camel(name: str) -> str:
@@ -34,44 +52,65 @@ def camel(name: str) -> str:
     return head + "".join(word.title() for word in rest)
 
 
-def to_json(obj: Any) -> dict[str, Any]:
-    return {camel(f.name): getattr(obj, f.name) for f in dataclasses.fields(obj)}
+def to_json(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {camel(f.name): to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (list, tuple)):
+        return [to_json(value) for value in obj]
+    return obj
+
+
+@dataclass(frozen=True)
+class ServerCapability:
+    protocol_version: int = PROTOCOL_VERSION  # the server's PROTOCOL_VERSION
+
+
+def experimental_capabilities() -> dict[str, Any]:
+    """The server's part of InitializeResult.capabilities.experimental."""
+    return {CAPABILITY: to_json(ServerCapability())}
 
 
 @dataclass(frozen=True)
 class FailureItem:
-    id: str
-    label: str
-    run_dir: str
-    launcher: str
+    id: str  # the run folder's name, e.g. "run_2026_11_29_16_34_13_593805-pid_1859" (unique per server)
+    label: str  # short text for the tree: the signature's headline or "AOTI failure"
+    run_dir: str  # absolute path of torch_compile_debug/run_*
+    launcher: str  # file URI of minifier_launcher.py
     state: State
-    signature: str | None
-    kind: str | None
-    nodes_start: int | None
-    nodes_now: int | None
-    queries: int | None
-    seconds: float | None
-    message: str | None
-    repro: str | None
-    graph_uri: str
-    kernel_uri: str | None
+    signature: str | None  # e.g. "CppCompileError: 'compile' was not declared in this scope"
+    kind: str | None  # compile_error, runtime_error, accuracy, crash or timeout
+    nodes_start: int | None  # nodes of the graph the minification started from
+    nodes_now: int | None  # nodes of the smallest failing graph so far
+    queries: int | None  # candidates compiled and run
+    seconds: float | None  # the minification's time so far
+    message: str | None  # human status or error text ("73 -> 12 nodes, 9 queries, 41 s")
+    repro: str | None  # file URI of repro.py, once minimized
+    graph_uri: str  # the shrinking graph document
+    kernel_uri: str | None  # the failing kernel's document, when the failure names a kernel
+
+
+@dataclass(frozen=True)
+class FailureList:
+    failures: tuple[FailureItem, ...]
 
 
 def failure_list(items: list[FailureItem]) -> dict[str, Any]:
-    return {"failures": [to_json(item) for item in items]}
+    return to_json(FailureList(tuple(items)))
 
 
 @dataclass(frozen=True)
 class Settings:
-    python: str = sys.executable
-    workers: int | None = None
-    devices: str = ""
-    timeout: float | None = None
-    keep_warm: float = 600.0
-    debug_dir_roots: tuple[str, ...] = ()
-    imports: tuple[str, ...] = ()
-    auto_reproduce: bool = True
-    trusted: bool = False
+    """`initializationOptions`, and `workspace/didChangeConfiguration`'s settings (`Settings` or `{aoti: Settings}`)."""
+
+    python: str = sys.executable  # interpreter that runs aoti-minify
+    workers: int | None = None  # parallel minifier workers (null: the minifier's default)
+    devices: str = ""  # GPU ids the workers may use, e.g. "0,1" ("": all visible)
+    timeout: float | None = None  # seconds one candidate may run (null: the minifier's default)
+    keep_warm: float = KEEP_WARM_SECONDS  # seconds a process with torch imported waits for the next job (0: start cold)
+    debug_dir_roots: tuple[str, ...] = ()  # more folders to scan for dumps (relative: to the first workspace folder)
+    imports: tuple[str, ...] = ()  # modules every minifier worker imports first (custom-op libraries): --import
+    auto_reproduce: bool = True  # run `aoti-minify run` on discovery (never when untrusted)
+    trusted: bool = False  # VS Code's workspace trust; nothing runs until it is true
 
     def merged(self, data: Any) -> tuple[Settings, list[str]]:
         """These settings updated from client JSON (`Settings` or `{aoti: Settings}`).
@@ -80,8 +119,8 @@ class Settings:
         carries the `aoti` section cannot silently drop workspace trust. Bad values are reported
         and ignored rather than failing the whole update.
         """
-        if isinstance(data, dict) and isinstance(data.get("aoti"), dict):
-            data = data["aoti"]
+        if isinstance(data, dict) and isinstance(data.get(SETTINGS_SECTION), dict):
+            data = data[SETTINGS_SECTION]
         if data is None:
             return self, []
         if not isinstance(data, dict):
@@ -114,11 +153,12 @@ def _is_number(v: Any) -> bool:
 _SETTING_CHECKS = {
     # null or "" mean the default, as an unset VS Code setting sends them
     "python": _check(lambda v: v is None or isinstance(v, str),
-                     lambda v: os.path.expanduser(v.strip()) if v and v.strip() else sys.executable),
+                     lambda v: os.path.expanduser(v.strip()) if v and v.strip() else Settings.python),
     "workers": _check(lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)),
-    "devices": _check(lambda v: v is None or isinstance(v, str), lambda v: v or ""),
+    "devices": _check(lambda v: v is None or isinstance(v, str), lambda v: v or Settings.devices),
     "timeout": _check(lambda v: v is None or (_is_number(v) and v > 0), lambda v: None if v is None else float(v)),
-    "keep_warm": _check(lambda v: v is None or (_is_number(v) and v >= 0), lambda v: 600.0 if v is None else float(v)),
+    "keep_warm": _check(lambda v: v is None or (_is_number(v) and v >= 0),
+                        lambda v: Settings.keep_warm if v is None else float(v)),
     "debug_dir_roots": _check(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), tuple),
     "imports": _check(lambda v: isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v), tuple),
     "auto_reproduce": _check(lambda v: isinstance(v, bool)),
@@ -132,7 +172,16 @@ _SETTING_TYPES = {
 }
 
 DocKind = Literal["graph", "original", "kernel"]
-_VIRTUAL = re.compile(r"aoti:/+(?P<id>[^/]+)/(?:(?P<doc>graph|original)\.py|kernels/(?P<kernel>[^/]+)\.py)")
+VIRTUAL_DOCS: dict[DocKind, str] = {
+    "graph": f"{SCHEME}:/{{id}}/graph.py",  # the smallest failing graph so far, refreshed at every checkpoint
+    "original": f"{SCHEME}:/{{id}}/original.py",  # the graph the minification started from
+    "kernel": f"{SCHEME}:/{{id}}/kernels/{{kernel}}.py",  # the failing kernel's source, its error line marked
+}
+_VIRTUAL = {
+    kind: re.compile(re.escape(template).replace(":/", ":/+", 1)
+                     .replace(r"\{id\}", "(?P<id>[^/]+)").replace(r"\{kernel\}", "(?P<kernel>[^/]+)"))
+    for kind, template in VIRTUAL_DOCS.items()
+}
 
 
 @dataclass(frozen=True)
@@ -143,21 +192,20 @@ class VirtualDoc:
 
 
 def graph_uri(failure_id: str) -> str:
-    return f"{SCHEME}:/{failure_id}/graph.py"
+    return VIRTUAL_DOCS["graph"].format(id=failure_id)
 
 
 def original_uri(failure_id: str) -> str:
-    return f"{SCHEME}:/{failure_id}/original.py"
+    return VIRTUAL_DOCS["original"].format(id=failure_id)
 
 
 def kernel_uri(failure_id: str, kernel: str) -> str:
-    return f"{SCHEME}:/{failure_id}/kernels/{kernel}.py"
+    return VIRTUAL_DOCS["kernel"].format(id=failure_id, kernel=kernel)
 
 
 def parse_uri(uri: str) -> VirtualDoc | None:
-    found = _VIRTUAL.fullmatch(unquote(uri))
-    if found is None:
-        return None
-    if found["kernel"]:
-        return VirtualDoc(found["id"], "kernel", found["kernel"])
-    return VirtualDoc(found["id"], found["doc"])
+    text = unquote(uri)
+    for kind, pattern in _VIRTUAL.items():
+        if (found := pattern.fullmatch(text)) is not None:
+            return VirtualDoc(found["id"], kind, found.groupdict().get("kernel"))
+    return None

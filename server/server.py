@@ -29,11 +29,12 @@ from .failures import FailureStore
 from .feature import Feature
 from .hover import Hover
 from .jobs import Jobs
-from .protocol import SCHEME, Settings
+from .protocol import SCHEME, Settings, experimental_capabilities
 
 
 class AotiProtocol(LanguageServerProtocol):
-    """Advertises `workspace.textDocumentContent`, which pygls 2.1.1 handles but does not announce."""
+    """Advertises `workspace.textDocumentContent`, which pygls 2.1.1 handles but does not announce, and the
+    aoti-lens protocol version."""
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
@@ -41,6 +42,7 @@ class AotiProtocol(LanguageServerProtocol):
         workspace = result.capabilities.workspace or types.WorkspaceOptions()
         workspace.text_document_content = types.TextDocumentContentOptions(schemes=[SCHEME])
         result.capabilities.workspace = workspace
+        result.capabilities.experimental = experimental_capabilities()
         return result
 
 

@@ -36,6 +36,7 @@ class AotiClient(LanguageClient):
         self.registrations: list[types.Registration] = []
         self.refreshes: list[tuple[str, str]] = []  # (uri, its text fetched on the refresh)
         self.failure_lists: list[list[dict[str, Any]]] = []
+        self.initialize_result: types.InitializeResult | None = None
 
     def item(self, launcher: str) -> dict[str, Any] | None:
         """The latest `aoti/failuresChanged` entry of the failure with this launcher."""
@@ -127,7 +128,7 @@ async def lsp_session(workspace: str, settings: dict[str, Any] | None = None,
     client = await config.start()
     assert isinstance(client, AotiClient)
     try:
-        await client.initialize_session(types.InitializeParams(
+        client.initialize_result = await client.initialize_session(types.InitializeParams(
             capabilities=capabilities or vscode_capabilities(),
             workspace_folders=[types.WorkspaceFolder(uri=uri(workspace), name="workspace")],
             root_uri=uri(workspace), initialization_options=settings or {}))

@@ -34,10 +34,6 @@ export class FailuresView implements vscode.TreeDataProvider<Node> {
     this.changed.fire(undefined);
   }
 
-  find(id: string): FailureItem | undefined {
-    return this.items.find((f) => f.id === id);
-  }
-
   setNotice(notice: Omit<Notice, 'kind'> | null, key?: string): void {
     if (notice) this.notices.set(notice.key, { kind: 'notice', ...notice });
     else if (key) this.notices.delete(key);

@@ -1,6 +1,6 @@
 // How failures look in the tree and the status bar, and how command arguments are normalized.
 // No vscode import: unit-tested under plain node.
-import { RUNNING_STATES, SERVER_COMMAND_IDS, type FailureItem, type FailureState } from './protocol';
+import { RUNNING_STATES, SERVER_COMMAND_IDS, ServerCommands, type FailureItem, type FailureState } from './protocol';
 
 export interface ItemLook {
   label: string;
@@ -138,14 +138,14 @@ export function commandArguments(command: string, args: readonly unknown[]): unk
 /** Which failures a command applies to when the user must pick one. */
 export function candidatesFor(command: string, failures: readonly FailureItem[]): FailureItem[] {
   switch (command) {
-    case 'aoti.cancel':
+    case ServerCommands.cancel:
       return failures.filter(isRunning);
-    case 'aoti.openRepro':
+    case ServerCommands.openRepro:
       return failures.filter((f) => !!f.repro);
-    case 'aoti.showKernel':
+    case ServerCommands.showKernel:
       return failures.filter((f) => !!f.kernelUri);
-    case 'aoti.minify':
-    case 'aoti.reproduce':
+    case ServerCommands.minify:
+    case ServerCommands.reproduce:
       return failures.filter((f) => !isRunning(f));
     default:
       return [...failures];

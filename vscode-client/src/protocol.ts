@@ -1,45 +1,88 @@
 // The language server <-> client contract (docs/protocol.md), client side.
-// The server's twin is server/protocol.py: change both together.
+// GENERATED from server/protocol.py by `python -m server.codegen`: edit that file and regenerate.
 
+/** bumped on any change that a client of the previous version would misread */
 export const PROTOCOL_VERSION = 1;
 
-export type FailureState =
-  | 'found'
-  | 'reproducing'
-  | 'reproduced'
-  | 'minifying'
-  | 'minimized'
-  | 'cancelled'
-  | 'error';
+/** the key of the server's `ServerCapability` in InitializeResult.capabilities.experimental */
+export const CAPABILITY = 'aotiLens';
 
-export const FAILURE_STATES: readonly FailureState[] = [
-  'found',
-  'reproducing',
-  'reproduced',
-  'minifying',
-  'minimized',
-  'cancelled',
-  'error',
-];
+/** VS Code's settings are `aoti.<key>`; didChangeConfiguration may nest Settings under it */
+export const SETTINGS_SECTION = 'aoti';
 
-/** States in which a job (an `aoti-minify` child process) runs for the failure. */
+/** the scheme of the virtual documents (LSP 3.18 workspace/textDocumentContent) */
+export const SCHEME = 'aoti';
+
+/** Custom LSP methods. */
+export const Methods = {
+  /** request (client -> server), params `{}`, result `FailureList` */
+  failures: 'aoti/failures',
+  /** notification (server -> client), params `FailureList`, on any change */
+  failuresChanged: 'aoti/failuresChanged',
+} as const;
+
+/** Server commands (advertised in executeCommandProvider; vscode-languageclient registers them). Arguments: `[failureId]`. */
+export const ServerCommands = {
+  /** minify the failure; on a failure already being minified, show its shrinking graph */
+  minify: 'aoti.minify',
+  /** run the failure once to learn its signature and failing kernel (writes failure.json) */
+  reproduce: 'aoti.reproduce',
+  /** stop the failure's job (a minification still writes repro.py from its best checkpoint) */
+  cancel: 'aoti.cancel',
+  /** open the failure's repro.py (window/showDocument) */
+  openRepro: 'aoti.openRepro',
+  /** open the shrinking graph document (window/showDocument) */
+  showGraph: 'aoti.showGraph',
+  /** open the failing kernel's document (window/showDocument) */
+  showKernel: 'aoti.showKernel',
+} as const;
+
+export const SERVER_COMMAND_IDS: readonly string[] = Object.values(ServerCommands);
+
+export type FailureState = 'found' | 'reproducing' | 'reproduced' | 'minifying' | 'minimized' | 'cancelled' | 'error';
+
+export const FAILURE_STATES: readonly FailureState[] = ['found', 'reproducing', 'reproduced', 'minifying', 'minimized', 'cancelled', 'error'];
+
+/** States in which a job (an `aoti-minify` child process) runs. */
 export const RUNNING_STATES: readonly FailureState[] = ['reproducing', 'minifying'];
 
+/** Why Minify and Reproduce do nothing in an untrusted workspace. */
+export const UNTRUSTED_TEXT = 'aoti-lens runs nothing in an untrusted workspace: reproducing or minifying executes this workspace\'s minifier_launcher.py. Trust the workspace (Workspaces: Manage Workspace Trust) to reproduce and minify its failures.';
+
+export interface ServerCapability {
+  /** the server's PROTOCOL_VERSION */
+  protocolVersion: number;
+}
+
 export interface FailureItem {
+  /** the run folder's name, e.g. "run_2026_11_29_16_34_13_593805-pid_1859" (unique per server) */
   id: string;
+  /** short text for the tree: the signature's headline or "AOTI failure" */
   label: string;
+  /** absolute path of torch_compile_debug/run_* */
   runDir: string;
+  /** file URI of minifier_launcher.py */
   launcher: string;
   state: FailureState;
+  /** e.g. "CppCompileError: 'compile' was not declared in this scope" */
   signature: string | null;
+  /** compile_error, runtime_error, accuracy, crash or timeout */
   kind: string | null;
+  /** nodes of the graph the minification started from */
   nodesStart: number | null;
+  /** nodes of the smallest failing graph so far */
   nodesNow: number | null;
+  /** candidates compiled and run */
   queries: number | null;
+  /** the minification's time so far */
   seconds: number | null;
+  /** human status or error text ("73 -> 12 nodes, 9 queries, 41 s") */
   message: string | null;
+  /** file URI of repro.py, once minimized */
   repro: string | null;
+  /** the shrinking graph document */
   graphUri: string;
+  /** the failing kernel's document, when the failure names a kernel */
   kernelUri: string | null;
 }
 
@@ -47,42 +90,46 @@ export interface FailureList {
   failures: FailureItem[];
 }
 
+/** `initializationOptions`, and `workspace/didChangeConfiguration`'s settings (`Settings` or `{aoti: Settings}`). */
 export interface Settings {
+  /** interpreter that runs aoti-minify */
   python?: string;
+  /** parallel minifier workers (null: the minifier's default) */
   workers?: number;
+  /** GPU ids the workers may use, e.g. "0,1" ("": all visible) */
   devices?: string;
+  /** seconds one candidate may run (null: the minifier's default) */
   timeout?: number;
+  /** seconds a process with torch imported waits for the next job (0: start cold) */
   keepWarm?: number;
+  /** more folders to scan for dumps (relative: to the first workspace folder) */
   debugDirRoots?: string[];
+  /** modules every minifier worker imports first (custom-op libraries): --import */
   imports?: string[];
+  /** run `aoti-minify run` on discovery (never when untrusted) */
   autoReproduce?: boolean;
+  /** VS Code's workspace trust; nothing runs until it is true */
   trusted?: boolean;
 }
 
-/** Custom LSP methods. */
-export const Methods = {
-  failures: 'aoti/failures',
-  failuresChanged: 'aoti/failuresChanged',
+/** The server's defaults, but for python (machine-dependent). */
+export const DEFAULT_SETTINGS = {
+  workers: null,
+  devices: '',
+  timeout: null,
+  keepWarm: 600,
+  debugDirRoots: [],
+  imports: [],
+  autoReproduce: true,
+  trusted: false,
 } as const;
 
-/** Server commands (advertised in executeCommandProvider; vscode-languageclient registers them). */
-export const ServerCommands = {
-  minify: 'aoti.minify',
-  reproduce: 'aoti.reproduce',
-  cancel: 'aoti.cancel',
-  openRepro: 'aoti.openRepro',
-  showGraph: 'aoti.showGraph',
-  showKernel: 'aoti.showKernel',
+/** URI templates of the virtual documents: `{id}` is a FailureItem's id. */
+export const VIRTUAL_DOCS = {
+  /** the smallest failing graph so far, refreshed at every checkpoint */
+  graph: 'aoti:/{id}/graph.py',
+  /** the graph the minification started from */
+  original: 'aoti:/{id}/original.py',
+  /** the failing kernel's source, its error line marked */
+  kernel: 'aoti:/{id}/kernels/{kernel}.py',
 } as const;
-
-export const SERVER_COMMAND_IDS: readonly string[] = Object.values(ServerCommands);
-
-/** The extension's own commands (never advertised by the server). */
-export const ClientCommands = {
-  cancelRunning: 'aoti-lens.cancelRunning',
-  refresh: 'aoti-lens.refresh',
-  restart: 'aoti-lens.restart',
-  showOutput: 'aoti-lens.showOutput',
-} as const;
-
-export const VIEW_ID = 'aoti.failures';

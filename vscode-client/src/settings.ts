@@ -1,9 +1,8 @@
 // VS Code settings -> the server's `Settings` (initializationOptions and didChangeConfiguration). No vscode import.
 import * as os from 'node:os';
-import * as path from 'node:path';
-import type { Settings } from './protocol';
+import { DEFAULT_SETTINGS, SETTINGS_SECTION, type Settings } from './protocol';
 
-/** What the extension reads from `vscode.workspace.getConfiguration('aoti')`. */
+/** What the extension reads from `vscode.workspace.getConfiguration(SETTINGS_SECTION)`. */
 export interface ConfigReader {
   get<T>(key: string): T | undefined;
 }
@@ -31,6 +30,8 @@ function positiveNumber(value: unknown, integer: boolean): number | undefined {
 /**
  * Builds the server's Settings. Unset or invalid values are left out so that the server's own
  * defaults apply. `python` is the interpreter the server was started with (already resolved).
+ * VS Code's variables are expanded here; relative debugDirRoots are left to the server, which
+ * resolves them for every editor.
  */
 export function buildSettings(config: ConfigReader, python: string | undefined, trusted: boolean, vars: Vars = {}): Settings {
   const settings: Settings = { trusted };
@@ -45,10 +46,7 @@ export function buildSettings(config: ConfigReader, python: string | undefined, 
   if (typeof keepWarm === 'number' && Number.isFinite(keepWarm) && keepWarm >= 0) settings.keepWarm = keepWarm;
   const roots = config.get<unknown>('debugDirRoots');
   if (Array.isArray(roots)) {
-    const clean = roots
-      .filter((r): r is string => typeof r === 'string' && r.trim() !== '')
-      .map((r) => expandVars(r, vars))
-      .map((r) => (vars.workspaceFolder && !path.isAbsolute(r) ? path.join(vars.workspaceFolder, r) : r));
+    const clean = roots.filter((r): r is string => typeof r === 'string' && r.trim() !== '').map((r) => expandVars(r, vars));
     if (clean.length) settings.debugDirRoots = clean;
   }
   const imports = config.get<unknown>('imports');
@@ -57,6 +55,20 @@ export function buildSettings(config: ConfigReader, python: string | undefined, 
     if (modules.length) settings.imports = modules;
   }
   const auto = config.get<unknown>('autoReproduce');
-  settings.autoReproduce = typeof auto === 'boolean' ? auto : true;
+  settings.autoReproduce = typeof auto === 'boolean' ? auto : DEFAULT_SETTINGS.autoReproduce;
   return settings;
+}
+
+/**
+ * The answer to the server's `workspace/configuration` request: VS Code's answer with the `aoti`
+ * section replaced by the Settings the extension sends (resolved interpreter, trust).
+ */
+export function configurationAnswer<T>(answer: T, items: readonly { section?: string }[], settings: Settings): T | unknown[] {
+  if (!Array.isArray(answer)) return answer;
+  return answer.map((value, i) => {
+    const section = items[i]?.section;
+    if (section === SETTINGS_SECTION) return settings;
+    if (!section) return { ...(value ?? {}), [SETTINGS_SECTION]: settings };
+    return value;
+  });
 }

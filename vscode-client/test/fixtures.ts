@@ -1,4 +1,4 @@
-import type { FailureItem, FailureState } from '../src/protocol';
+import { VIRTUAL_DOCS, type FailureItem, type FailureState } from '../src/protocol';
 
 export function failure(state: FailureState, extra: Partial<FailureItem> = {}): FailureItem {
   const id = 'run_2026_11_29_16_34_13_593805-pid_1859';
@@ -16,7 +16,7 @@ export function failure(state: FailureState, extra: Partial<FailureItem> = {}): 
     seconds: null,
     message: null,
     repro: null,
-    graphUri: `aoti:/${id}/graph.py`,
+    graphUri: VIRTUAL_DOCS.graph.replace('{id}', id),
     kernelUri: null,
     ...extra,
   };

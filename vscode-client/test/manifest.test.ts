@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { ClientCommands, FAILURE_STATES, SERVER_COMMAND_IDS, VIEW_ID, type FailureState } from '../src/protocol';
+import { ClientCommands, Contexts, VIEW_ID } from '../src/manifest';
+import { FAILURE_STATES, SERVER_COMMAND_IDS, type FailureState } from '../src/protocol';
 import { contextValue } from '../src/presentation';
 
 const root = join(__dirname, '..', '..');
@@ -31,11 +32,19 @@ test('workspace trust: limited support, aoti.python restricted', () => {
   assert.ok(trust.restrictedConfigurations.includes('aoti.python'));
 });
 
-test('every server and client command is declared with a title', () => {
+test('every server and client command is declared with a title, and nothing else', () => {
   const declared = new Map<string, string>(contributes.commands.map((c: { command: string; title: string }) => [c.command, c.title]));
-  for (const id of [...SERVER_COMMAND_IDS, ...Object.values(ClientCommands)]) {
+  const ours = [...SERVER_COMMAND_IDS, ...Object.values(ClientCommands)];
+  for (const id of ours) {
     assert.ok(declared.get(id), `${id} missing from contributes.commands`);
   }
+  assert.deepEqual([...declared.keys()].sort(), [...ours].sort());
+});
+
+test('the when clauses use only the context keys the extension sets', () => {
+  const clauses = Object.values(contributes.menus).flat().map((m) => (m as { when?: string }).when ?? '');
+  const used = new Set(clauses.flatMap((w) => w.match(/\baoti\.[A-Za-z]+\b/g) ?? []).filter((key) => key !== VIEW_ID));
+  assert.deepEqual([...used].sort(), Object.values(Contexts).sort());
 });
 
 test('the extension never registers the server commands itself', () => {
@@ -49,6 +58,12 @@ test('the extension never registers the server commands itself', () => {
 test('settings contributed for every Settings key but trusted', () => {
   const props = Object.keys(contributes.configuration.properties).sort();
   assert.deepEqual(props, ['aoti.autoReproduce', 'aoti.debugDirRoots', 'aoti.devices', 'aoti.imports', 'aoti.keepWarm', 'aoti.python', 'aoti.timeout', 'aoti.workers']);
+});
+
+test("the extension's README lists every setting", () => {
+  const readme = readFileSync(join(root, 'vscode-client', 'README.md'), 'utf8');
+  const listed = [...readme.matchAll(/^\| `(aoti\.\w+)` \|/gm)].map((m) => m[1]).sort();
+  assert.deepEqual(listed, Object.keys(contributes.configuration.properties).sort());
 });
 
 test('the failures view exists', () => {

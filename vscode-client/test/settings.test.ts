@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { buildSettings, expandVars, type ConfigReader } from '../src/settings';
+import { buildSettings, configurationAnswer, expandVars, type ConfigReader } from '../src/settings';
 
 function config(values: Record<string, unknown>): ConfigReader {
   return { get: <T>(key: string) => values[key] as T | undefined };
@@ -33,7 +33,7 @@ test('all settings map to the protocol Settings', () => {
     devices: '0,1',
     timeout: 120,
     keepWarm: 0,
-    debugDirRoots: ['/dumps', '/ws/rel', '/ws/x'],
+    debugDirRoots: ['/dumps', 'rel', '/ws/x'], // the server resolves relative roots (tests/server: debugDirRoots)
     imports: ['my_ops'],
     autoReproduce: false,
   });
@@ -53,4 +53,11 @@ test('expandVars expands ~, ${userHome} and ${workspaceFolder}', () => {
   assert.equal(expandVars('${workspaceFolder}/.venv/bin/python', vars), '/ws/.venv/bin/python');
   assert.equal(expandVars(' python3 ', vars), 'python3');
   assert.equal(expandVars('${workspaceFolder}/p', { home: '/h' }), '${workspaceFolder}/p');
+});
+
+test('workspace/configuration: the aoti section is the Settings the extension sends', () => {
+  const settings = { trusted: true, python: '/venv/bin/python' };
+  const answer = configurationAnswer([{ python: '' }, { other: 1 }, { editor: {} }], [{ section: 'aoti' }, { section: 'other' }, {}], settings);
+  assert.deepEqual(answer, [settings, { other: 1 }, { editor: {}, aoti: settings }]);
+  assert.equal(configurationAnswer(null, [{ section: 'aoti' }], settings), null);
 });

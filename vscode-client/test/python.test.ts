@@ -1,15 +1,18 @@
 import assert from 'node:assert/strict';
 import * as os from 'node:os';
 import { test } from 'node:test';
+import type { Event, Extension, Uri } from 'vscode';
 import {
   DEFAULT_PYTHON,
+  PythonExtension,
+  type PythonExtensionApi,
   installCommand,
   parseProbe,
   probeInterpreter,
   probeProblem,
   resolveInterpreter,
   shellQuote,
-} from '../src/interpreter';
+} from '../src/python';
 
 const never = async () => {
   throw new Error('must not be asked');
@@ -72,4 +75,54 @@ test('probing a real interpreter without the server, and a missing one', async (
   const system = await probeInterpreter('python3', os.tmpdir());
   assert.ok(['ok', 'no-server'].includes(system.status), JSON.stringify(system));
   assert.match(system.version ?? '', /^3\./);
+});
+
+// The Python extension is not installed where these tests run: a stand-in with its API's shape.
+function pythonExtension(api: PythonExtensionApi, active = true) {
+  let activated = 0;
+  const ext = {
+    isActive: active,
+    exports: api,
+    activate: async () => {
+      activated += 1;
+      return api;
+    },
+  };
+  return { ext: ext as unknown as Extension<PythonExtensionApi>, activations: () => activated };
+}
+
+test("the Python extension's interpreter: resolved environment, active path, or the older settings API", async () => {
+  const uri = (fsPath: string) => ({ fsPath }) as Uri;
+  const resolved = pythonExtension({
+    environments: { getActiveEnvironmentPath: () => ({ path: '/env' }), resolveEnvironment: async () => ({ executable: { uri: uri('/env/bin/python') } }) },
+  });
+  assert.equal(await new PythonExtension(() => resolved.ext, () => undefined).interpreter(), '/env/bin/python');
+  const unresolved = pythonExtension({ environments: { getActiveEnvironmentPath: () => ({ path: '/env/bin/python3' }) } }, false);
+  assert.equal(await new PythonExtension(() => unresolved.ext, () => undefined).interpreter(), '/env/bin/python3');
+  assert.equal(unresolved.activations(), 1);
+  const older = pythonExtension({ settings: { getExecutionDetails: () => ({ execCommand: ['/old/python', '-X'] }) } });
+  assert.equal(await new PythonExtension(() => older.ext, () => undefined).interpreter(), '/old/python');
+  assert.equal(await new PythonExtension(() => undefined, () => undefined).interpreter(), undefined);
+});
+
+test('a new active interpreter calls back, subscribed once', async () => {
+  const listeners: (() => void)[] = [];
+  const { ext } = pythonExtension({
+    environments: {
+      getActiveEnvironmentPath: () => ({ path: '/env/bin/python' }),
+      onDidChangeActiveEnvironmentPath: ((listener: () => void) => {
+        listeners.push(listener);
+        return { dispose: () => listeners.splice(listeners.indexOf(listener), 1) };
+      }) as unknown as Event<unknown>,
+    },
+  });
+  let changes = 0;
+  const python = new PythonExtension(() => ext, () => (changes += 1));
+  await python.interpreter();
+  await python.interpreter();
+  assert.equal(listeners.length, 1);
+  listeners[0]();
+  assert.equal(changes, 1);
+  python.dispose();
+  assert.equal(listeners.length, 0);
 });

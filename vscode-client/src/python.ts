@@ -1,6 +1,50 @@
-// Which Python runs the server, and whether it can. No vscode import (unit-tested under plain node).
+// Which Python runs the server, and whether it can: the aoti.python setting, else the Python
+// extension's active interpreter, else python3; then a probe. Imports only vscode's types, so it is
+// unit-tested under plain node.
 import { execFile } from 'node:child_process';
+import type { Disposable, Event, Extension, Uri } from 'vscode';
 import { expandVars, type Vars } from './settings';
+
+export const PYTHON_EXTENSION_ID = 'ms-python.python';
+
+/** The part of the Python extension's API used here (its environments API, else the older settings one). */
+export interface PythonExtensionApi {
+  environments?: {
+    getActiveEnvironmentPath?(resource?: Uri): { path: string } | undefined;
+    resolveEnvironment?(env: unknown): Promise<{ executable?: { uri?: Uri } } | undefined>;
+    onDidChangeActiveEnvironmentPath?: Event<unknown>;
+  };
+  settings?: { getExecutionDetails?(resource?: Uri): { execCommand?: string[] } };
+}
+
+/** The Python extension's active interpreter, and a call to `onChange` when the user picks another. */
+export class PythonExtension implements Disposable {
+  private listener: Disposable | undefined;
+
+  constructor(
+    private readonly find: () => Extension<PythonExtensionApi> | undefined,
+    private readonly onChange: () => void,
+  ) {}
+
+  /** Undefined when the extension is not installed or names no interpreter. */
+  async interpreter(resource?: Uri): Promise<string | undefined> {
+    const ext = this.find();
+    if (!ext) return undefined;
+    const api = ext.isActive ? ext.exports : await ext.activate();
+    this.listener ??= api?.environments?.onDidChangeActiveEnvironmentPath?.(() => this.onChange());
+    const envs = api?.environments;
+    if (envs?.getActiveEnvironmentPath) {
+      const active = envs.getActiveEnvironmentPath(resource);
+      const resolved = active && envs.resolveEnvironment ? await envs.resolveEnvironment(active) : undefined;
+      return resolved?.executable?.uri?.fsPath ?? active?.path;
+    }
+    return api?.settings?.getExecutionDetails?.(resource)?.execCommand?.[0];
+  }
+
+  dispose(): void {
+    this.listener?.dispose();
+  }
+}
 
 export type InterpreterSource = 'setting' | 'python-extension' | 'default';
 
