@@ -35,8 +35,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from minifier.artifacts import relocate_dump  # noqa: E402
 from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS  # noqa: E402
+from minifier.artifacts import relocate_dump  # noqa: E402
 from minifier.workers import forked_by  # noqa: E402
 from timeline import run_marks, start_up, timeline  # noqa: E402  (bench/timeline.py, beside this file)
 
