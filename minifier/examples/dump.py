@@ -16,17 +16,21 @@ import subprocess
 import sys
 
 BUGS = ("compile_error", "runtime_error", "accuracy")
+TOY_MODELS = ("seed", "residual", "parity", "selected")  # models.TOY_MODELS, without importing torch here
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m minifier.examples.dump")
     parser.add_argument("--out", required=True, help="folder that receives torch_compile_debug/")
-    parser.add_argument("--model", default="seed", choices=("seed", "residual"))
+    parser.add_argument("--model", default="seed", choices=TOY_MODELS)
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--bug", default="compile_error", choices=BUGS)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--workload", default=None, help="a real-model workload (minifier/examples/workloads.py); "
                         "it fixes the model, the failure and the device")
+    parser.add_argument("--repro-level", type=int, default=None, choices=(1, 2, 3, 4),
+                        help="PyTorch's aot_inductor.repro_level (default: what the bug needs); 1 writes "
+                        "OUT/repro.py (command='run') instead of a launcher")
     parser.add_argument("--compile-here", action="store_true", help=argparse.SUPPRESS)  # the child's part
     args = parser.parse_args(argv)
     debug_dir = os.path.join(os.path.abspath(args.out), "torch_compile_debug")
@@ -35,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     own_argv = sys.argv[1:] if argv is None else argv
     child = subprocess.run([sys.executable, "-m", "minifier.examples.dump", *own_argv, "--compile-here"])
-    launchers = sorted(glob.glob(os.path.join(debug_dir, "run_*", "minifier", "minifier_launcher.py")),
+    level_one = glob.glob(os.path.join(os.path.abspath(args.out), "repro.py"))  # PyTorch writes it to the cwd
+    launchers = sorted(glob.glob(os.path.join(debug_dir, "run_*", "minifier", "minifier_launcher.py")) + level_one,
                        key=os.path.getmtime)
     if not launchers:
         print(f"PyTorch wrote no launcher (did the bug not trigger? the compile exited with {child.returncode})",
@@ -51,9 +56,12 @@ def _compile(args: argparse.Namespace, debug_dir: str) -> None:
     import torch._inductor.config as inductor_config
 
     os.makedirs(args.out, exist_ok=True)
+    os.chdir(args.out)  # where a level-1 dump writes its repro.py
     torch._dynamo.config.debug_dir_root = debug_dir
     inductor_config.aot_inductor.dump_aoti_minifier = True
     model, inputs, dynamic_shapes, config = _workload(args.workload) if args.workload else _example(args)
+    if args.repro_level is not None:
+        config["aot_inductor.repro_level"] = args.repro_level
     for key, value in config.items():  # dotted names, e.g. "cpp.inject_relu_bug_TESTING_ONLY"
         setattr(inductor_config, key, value)
     with torch.no_grad():

@@ -41,10 +41,41 @@ class Residual(nn.Module):
         return self.head(self.second(torch.relu(self.first(x))))
 
 
+class Parity(nn.Module):
+    """The program of PyTorch's test_accuracy_vs_strict_accuracy (test/inductor/test_minifier.py): with relu's
+    and log1p's accuracy bugs both injected, the output depends only on relu, while the boolean mask made from
+    log1p differs; --strict-accuracy localizes to log1p, --accuracy to relu."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mask = torch.logical_not(torch.logical_not(torch.log1p(x) > 0))
+        x = torch.relu(x)
+        return torch.where(mask, x, x)
+
+
+class Selected(nn.Module):
+    """Linear, then ReLU on the entries a data-dependent mask selects: the ReLU's input has an unbacked size
+    (nonzero's), so no cut may feed it a concrete tensor in place of the nodes that bind that size."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(10, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        return torch.relu(h[h > 0.1]).sum() + h.sum()
+
+
+TOY_MODELS = ("seed", "residual", "parity", "selected")
+
+
 def build(name: str, blocks: int = 6) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     torch.manual_seed(0)
     if name == "seed":
         return Seed(), (torch.randn(8, 10),)
     if name == "residual":
         return Residual(blocks), (torch.randn(8, 16),)
-    raise ValueError(f"unknown example model {name!r} (seed, residual)")
+    if name == "parity":
+        return Parity(), (torch.randn(20),)
+    if name == "selected":
+        return Selected(), (torch.randn(8, 10),)
+    raise ValueError(f"unknown example model {name!r} ({', '.join(TOY_MODELS)})")

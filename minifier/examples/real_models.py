@@ -83,6 +83,14 @@ def nn_transformer(layers: int, act: str) -> Built:
     return model, (torch.randn(BATCH, TOKENS, WIDTH),)
 
 
+def nn_mlp(act: str) -> Built:
+    """torch.nn building blocks at their smallest (Linear, activation, Linear), on (batch, tokens, width):
+    a fragment spliced after its activation is nearly all the graph, which keeps the tests' compiles short."""
+    activation = {"relu": nn.ReLU(), "gelu": nn.GELU(), "mish": nn.Mish()}[act]
+    model = nn.Sequential(nn.Linear(WIDTH, WIDTH), activation, nn.Linear(WIDTH, WIDTH)).eval()
+    return model, (torch.randn(BATCH, TOKENS, WIDTH),)
+
+
 def torchvision_model(name: str) -> Built:
     """A torchvision classifier (GPU machine only: PyPI's torchvision does not load with this CPU torch)."""
     import torchvision.models as tv
@@ -137,6 +145,19 @@ class ComplexRecenter(nn.Module):
         return torch.view_as_real(pairs - (0.1 + 0.2j)).flatten(-2)
 
 
+class ComplexPhase(nn.Module):
+    """Rotates feature pairs, read as complex numbers, by one fixed phase built with torch.full.
+
+    The complex fill value reaches the C++ wrapper's proxy-executor arguments, where a bare `assert` fails:
+    `InductorError: AssertionError: ` with no message at all, raised while compiling.
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        pairs = torch.view_as_complex(h.reshape(*h.shape[:-1], -1, 2))
+        phase = torch.full(pairs.shape[-1:], 0.6 + 0.8j, device=h.device)
+        return torch.view_as_real(pairs * phase).flatten(-2)
+
+
 class RowScaleNorm(nn.Module):
     """RMSNorm through a custom op whose fake kernel lies about its output shape (custom_ops.row_scale)."""
 
@@ -174,6 +195,7 @@ class TritonOutOfBounds(nn.Module):
 
 FRAGMENTS: dict[str, type[nn.Module]] = {
     "masked_mix": MaskedMix, "spectral_detrend": SpectralDetrend, "complex_recenter": ComplexRecenter,
+    "complex_phase": ComplexPhase,
     "row_scale_norm": RowScaleNorm, "token_pool": TokenPool, "cond_gate": CondGate,
     "triton_out_of_bounds": TritonOutOfBounds,
 }
@@ -196,8 +218,9 @@ def _is_activation(module: nn.Module) -> bool:
     return type(module).__module__.startswith("transformers.activations")
 
 
-def batch_and_tokens() -> dict:
-    """Dynamic batch and sequence dims for a workload exported with torch.export.Dim."""
+def batch_and_tokens() -> tuple:
+    """Dynamic batch and sequence dims of the first input, for a workload exported with torch.export.Dim
+    (positional: the models name their first argument differently)."""
     from .custom_ops import MAX_TOKENS
 
-    return {"inputs": {0: Dim("batch", min=1, max=8), 1: Dim("tokens", min=2, max=MAX_TOKENS)}}
+    return ({0: Dim("batch", min=1, max=8), 1: Dim("tokens", min=2, max=MAX_TOKENS)},)

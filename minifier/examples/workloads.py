@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from . import real_models as rm
+from .models import TOY_MODELS, build
 
 CUSTOM_OPS = "minifier.examples.custom_ops"
 TRITON_OPS = "minifier.examples.triton_ops"
@@ -24,7 +25,7 @@ TRITON_OPS = "minifier.examples.triton_ops"
 
 @dataclass(frozen=True)
 class FailureClass:
-    injection: str | None = None  # "relu:<bug>" or "log1p:accuracy" (Inductor's *_TESTING_ONLY flags)
+    injection: str | None = None  # "relu:<bug>", "log1p:accuracy" or both joined by "+" (Inductor's *_TESTING_ONLY flags)
     fragment: str | None = None   # key of real_models.FRAGMENTS, spliced at the middle activation
     act: str = "gelu"             # the models' activation (relu where the relu injection must find one)
     accuracy: bool = False        # needs PyTorch's repro level 4 (an fp64-checked extra compile)
@@ -52,6 +53,9 @@ FAILURES: dict[str, FailureClass] = {
     "complex_scalar-assertion": FailureClass(
         fragment="complex_recenter", origin="torch",
         note="complex tensor minus a complex Python scalar: AssertionError: got <class 'complex'>"),
+    "complex_full-assertion": FailureClass(
+        fragment="complex_phase", origin="torch",
+        note="torch.full with a complex fill value: a messageless AssertionError in the C++ wrapper, while compiling"),
     "lying_fake-accuracy": FailureClass(
         fragment="row_scale_norm", accuracy=True, imports=(CUSTOM_OPS,), origin="user code",
         note="fake kernel returns empty_like(x) for a (..., 1) result"),
@@ -62,6 +66,11 @@ FAILURES: dict[str, FailureClass] = {
                                             note="the only relu is inside a torch.cond branch"),
     "triton_oob": FailureClass(fragment="triton_out_of_bounds", kills_process=True, imports=(TRITON_OPS,),
                                origin="user code", note="user Triton kernel reads out of bounds"),
+    "dynamic-relu-compile_error": FailureClass(injection="relu:compile_error", act="relu", dynamic=True,
+                                               note="exported with Dim batch and token dims"),
+    "relu_and_log1p-accuracy": FailureClass(
+        injection="relu:accuracy+log1p:accuracy", accuracy=True,
+        note="PyTorch's test_accuracy_vs_strict_accuracy: --strict-accuracy ends at log1p, --accuracy at relu"),
 }
 
 
@@ -110,6 +119,7 @@ FAMILIES = {
     "bert": "encoder (HF)", "roberta": "encoder (HF)", "vit": "vision encoder (HF)",
     "gpt2": "decoder (HF)", "llama": "decoder (HF)", "qwen2": "decoder (HF)",
     "t5": "encoder-decoder (HF)", "bart": "encoder-decoder (HF)", "nn_transformer": "torch.nn building blocks",
+    "nn_mlp": "torch.nn building blocks", "parity": "toy (PyTorch's own minifier test)",
 }
 
 
@@ -135,6 +145,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     _w("hf-bert-dynamic_fake-accuracy", "bert", 4, "dynamic_fake-accuracy"),
     _w("nn-transformer-relu-compile_error", "nn_transformer", 4, "relu-compile_error"),
     _w("nn-transformer-cond-relu-compile_error", "nn_transformer", 4, "cond-relu-compile_error"),
+    # the same failures in torch.nn's smallest model (Linear, activation, Linear), for the tests
+    _w("nn-mlp-dynamic_fake-accuracy", "nn_mlp", 1, "dynamic_fake-accuracy"),
+    _w("nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error"),
+    _w("nn-mlp-index_put_mask-keyerror", "nn_mlp", 1, "index_put_mask-keyerror"),
+    _w("nn-mlp-complex_scalar-assertion", "nn_mlp", 1, "complex_scalar-assertion"),
+    _w("nn-mlp-complex_full-assertion", "nn_mlp", 1, "complex_full-assertion"),
+    _w("toy-parity-relu_and_log1p-accuracy", "parity", 0, "relu_and_log1p-accuracy"),
     # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
     _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
     _w("cuda-tv-mobilenet_v3_small-relu-compile_error", "mobilenet_v3_small", 0, "relu-compile_error", "cuda"),
@@ -143,6 +160,8 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     _w("cuda-hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error", "cuda"),
     _w("cuda-hf-gpt2-triton_oob", "gpt2", 2, "triton_oob", "cuda"),
     _w("cuda-hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor", "cuda"),
+    _w("cuda-nn-mlp-dynamic-relu-compile_error", "nn_mlp", 1, "dynamic-relu-compile_error", "cuda"),
+    _w("cuda-nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error", "cuda"),
 ]}
 
 
@@ -163,6 +182,10 @@ def prepare(workload: Workload) -> Prepared:
         model, inputs = rm.hf_model(workload.model, workload.layers, failure.act)
     elif workload.model == "nn_transformer":
         model, inputs = rm.nn_transformer(workload.layers, failure.act)
+    elif workload.model == "nn_mlp":
+        model, inputs = rm.nn_mlp(failure.act)
+    elif workload.model in TOY_MODELS:
+        model, inputs = build(workload.model)
     else:
         model, inputs = rm.torchvision_model(workload.model)
     if failure.fragment:
@@ -175,11 +198,12 @@ def prepare(workload: Workload) -> Prepared:
 
 
 def _injection(injection: str | None, device: str) -> dict[str, object]:
-    if injection is None:
-        return {}
-    op, bug = injection.split(":")
-    backend = "triton" if device == "cuda" and op == "relu" else "cpp"
-    return {f"{backend}.inject_{op}_bug_TESTING_ONLY": bug}
+    config: dict[str, object] = {}
+    for one in injection.split("+") if injection else ():
+        op, bug = one.split(":")
+        backend = "triton" if device == "cuda" and op == "relu" else "cpp"
+        config[f"{backend}.inject_{op}_bug_TESTING_ONLY"] = bug
+    return config
 
 
 def compute_nodes(program: torch.export.ExportedProgram) -> int:
