@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 Kind = Literal["compile_error", "runtime_error", "accuracy", "crash", "timeout"]
+# Where in a worker's query an exception was raised (worker.py marks each step).
+Phase = Literal["export", "compile", "load", "run"]
+_PHASE_WORDS = {"export": "exporting", "compile": "compiling", "load": "loading", "run": "running"}
 
 _GCC_ERROR = re.compile(r"^(?P<file>/[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.+)$", re.M)
 _GCC_FUNCTION = re.compile(r"In function [‘'`](?:[\w:<>,\s*&]+\s)?(?P<name>\w+)\(")
@@ -33,12 +36,20 @@ _SAME_MEMORY_FAULT = {
     "CUDA error: operation not supported on global/shared address space": "CUDA memory fault",
 }
 
+# Names Inductor numbers as it generates code: one bug names `buf9` in the whole graph and `buf4` in a
+# smaller one (seen on a real CPU codegen KeyError), so they are masked like numbers are. Kernel names also
+# list the ops fused into them, which change as the graph shrinks; s77 / u0 are export's symbol names.
+_GENERATED_NAMES = [
+    (re.compile(r"\b(?:cpp|triton)_(?:\w+_)?fused\w*"), "<kernel>"),
+    (re.compile(r"\b(buf|tmp|in_out_ptr|in_ptr|out_ptr|arg|primals_|tangents_|[su])\d+(?:_\d+)?\b"), r"\1<n>"),
+]
 _MASKS = [
     (re.compile(r"[‘’`´]"), "'"),
     (re.compile(r"[“”]"), '"'),
     (re.compile(r"(?<![\w<>])(?:/[\w.@+~-]+){2,}/?|(?<![\w<>/])/[\w@+~-]+\.\w+"), "<path>"),
     (re.compile(r"\b0x[0-9a-fA-F]+\b"), "<addr>"),
     (re.compile(r"\b(?=[a-z0-9]*\d)[a-z0-9]{20,}\b"), "<hash>"),
+    *_GENERATED_NAMES,
     (re.compile(r"(?<![\w<])[-+]?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w>])"), "<n>"),
     (re.compile(r"\s+"), " "),
 ]
@@ -85,31 +96,45 @@ class ErrorAnalysis:
     kernel: KernelRef | None
 
 
-def analyze_error(exc_type: str, text: str) -> ErrorAnalysis:
-    """Reduce an exception (its type name and full text, traceback or message) to a signature."""
+def analyze_error(exc_type: str, text: str, phase: Phase | None = None, frame: str | None = None) -> ErrorAnalysis:
+    """Reduce an exception (its type name and full text, traceback or message) to a signature.
+
+    `phase` is the step of the query that raised it and `frame` the raising function (`module.function`),
+    where known: an exception without a message is told apart by them (a bare `assert` in one Inductor
+    pass is not the same bug as one in another), and an error raised while compiling is a compile error
+    whatever its type."""
     for parse in (_cpp_compile_error, _python_kernel_error, _triton_compile_error, _cuda_error):
         found = parse(text)
         if found is not None:
             return found
     inner_type, rest = _peel_type(exc_type, text)
     headline = _first_line(rest)
-    kernel = _kernel_named_in(text)
-    return _analysis(inner_type, headline, kernel)
+    if headline in ("", f"{inner_type}()"):
+        return _messageless(inner_type, phase, frame)
+    return _analysis(inner_type, headline, _kernel_named_in(text), phase)
 
 
 def crash_signature(signal_name: str) -> Signature:
     return Signature(exc_type="WorkerCrash", message=signal_name, kind="crash")
 
 
-def _analysis(exc_type: str, headline: str, kernel: KernelRef | None) -> ErrorAnalysis:
-    if exc_type in _COMPILE_TYPES:
-        kind: Kind = "compile_error"
-    elif exc_type in _ACCURACY_TYPES:
-        kind = "accuracy"
-    else:
-        kind = "runtime_error"
-    sig = Signature(exc_type=exc_type, message=normalize(headline), kind=kind)
+def _kind(exc_type: str, phase: Phase | None) -> Kind:
+    if exc_type in _COMPILE_TYPES or phase in ("export", "compile"):
+        return "compile_error"
+    return "accuracy" if exc_type in _ACCURACY_TYPES else "runtime_error"
+
+
+def _analysis(exc_type: str, headline: str, kernel: KernelRef | None, phase: Phase | None = None) -> ErrorAnalysis:
+    sig = Signature(exc_type=exc_type, message=normalize(headline), kind=_kind(exc_type, phase))
     return ErrorAnalysis(signature=sig, headline=headline.strip(), kernel=kernel)
+
+
+def _messageless(exc_type: str, phase: Phase | None, frame: str | None) -> ErrorAnalysis:
+    where = f" in {frame}" if frame else ""
+    when = f" while {_PHASE_WORDS[phase]}" if phase else ""
+    message = f"(no message) raised{where}{when}"
+    sig = Signature(exc_type=exc_type, message=message, kind=_kind(exc_type, phase))
+    return ErrorAnalysis(signature=sig, headline=f"{exc_type} {message}", kernel=None)
 
 
 def _cpp_compile_error(text: str) -> ErrorAnalysis | None:

@@ -21,7 +21,7 @@ import traceback
 from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
-from .signature import analyze_error
+from .signature import Phase, analyze_error
 from .worklog import phase
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
@@ -35,6 +35,7 @@ class Worker:
         self.flat = None
         self.values: dict | None = None
         self.values_path: str | None = None
+        self.phase: Phase | None = None
 
     def handle(self, request: p.Request) -> p.Reply:
         if isinstance(request, p.InitRequest):
@@ -107,6 +108,7 @@ class Worker:
         import torch
         start = time.monotonic()
         phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
+        self.phase = "export"
         try:
             if request.original:
                 ep = self.ep
@@ -126,7 +128,7 @@ class Worker:
             self._compile_and_run(ep, eager, args, kwargs, package)
         except Exception as e:
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
-            error = analyze_error(type(e).__name__, str(e) or repr(e))
+            error = analyze_error(type(e).__name__, str(e), self.phase, raising_frame(e))
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
             return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start, error=error,
                              text=_clip(text), code=code, pt2=saved, poisoned=poisoned)
@@ -155,17 +157,21 @@ class Worker:
         import torch
         patches = dict(self.init.launcher.config_patches)
         with torch.no_grad():
-            phase("compile", package)
+            self._enter("compile", package)
             path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
-            phase("load", path)
+            self._enter("load", path)
             compiled = torch._inductor.aoti_load_package(path)
-            phase("run", path)
+            self._enter("run", path)
             if self.init.accuracy:
                 _check_accuracy(eager, compiled, args, self.init.accuracy)
             else:
                 compiled(*args, **kwargs)
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 torch.cuda.synchronize()
+
+    def _enter(self, step: Phase, detail: str) -> None:
+        self.phase = step
+        phase(step, detail)
 
     def _save(self, ep, path: str | None) -> str | None:
         if not path:
@@ -185,6 +191,19 @@ def import_if_installed(module: str) -> bool:
         return False
     importlib.import_module(module)
     return True
+
+
+def raising_frame(error: BaseException) -> str | None:
+    """`module.function` of the innermost frame that raised `error` (its original cause, when it wraps one)."""
+    while error.__cause__ is not None:
+        error = error.__cause__
+    tb = error.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "?")
+    return f"{module}.{tb.tb_frame.f_code.co_name}"
 
 
 def _poisons_cuda(text: str) -> bool:

@@ -77,3 +77,30 @@ def test_kernel_ops_segments_with_vocabulary_and_skips_unknown_words():
     assert kernel_ops("triton_poi_fused_relu_sigmoid_0", {"relu", "sigmoid"}) == ["relu", "sigmoid"]
     assert kernel_ops("triton_per_fused__softmax_mystery_3", {"_softmax"}) == ["_softmax"]
     assert kernel_ops("cpp_fused_relu_0") == ["relu"]
+
+
+def test_names_inductor_generates_are_masked_like_numbers():
+    """One real CPU codegen KeyError named 'buf59' in BERT and 'buf58', 'buf27'... in its candidates."""
+    whole, part = (analyze_error("InductorError", f"KeyError: '{b}'", "compile").signature for b in ("buf59", "buf1"))
+    assert whole.matches(part) and whole.message == "'buf<n>'"
+    assert normalize("tmp12 = in_ptr3[x0] in cpp_fused_add_softmax_7 at s77") == "tmp<n> = in_ptr<n>[x0] in <kernel> at s<n>"
+    assert normalize("triton_poi_fused_relu_0 failed") == "<kernel> failed"
+    assert not whole.matches(analyze_error("InductorError", "KeyError: 'weight'").signature)
+
+
+def test_a_messageless_exception_is_told_by_its_frame_and_phase():
+    here = analyze_error("InductorError", "AssertionError: ", "compile", "torch._inductor.ir.realize")
+    assert here.signature.exc_type == "AssertionError" and here.signature.kind == "compile_error"
+    assert here.signature.message == "(no message) raised in torch._inductor.ir.realize while compiling"
+    elsewhere = analyze_error("InductorError", "AssertionError: ", "compile", "torch._inductor.lowering.embedding")
+    later = analyze_error("AssertionError", "", "run", "torch._inductor.ir.realize")
+    assert not here.signature.matches(elsewhere.signature) and not here.signature.matches(later.signature)
+    assert later.signature.kind == "runtime_error"
+    assert analyze_error("AssertionError", "AssertionError()", "load", None).signature.message == (
+        "(no message) raised while loading")
+
+
+def test_an_error_raised_while_compiling_is_a_compile_error_whatever_its_type():
+    assert analyze_error("InductorError", "KeyError: 'buf4'", "compile").signature.kind == "compile_error"
+    assert analyze_error("RuntimeError", "RuntimeError: Unknown exception", "run").signature.kind == "runtime_error"
+    assert analyze_error("AccuracyError", "Bad accuracy detected", "run").signature.kind == "accuracy"
