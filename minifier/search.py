@@ -53,11 +53,17 @@ def make_closure(args: dict[str, list[str]], cuttable: set[str]) -> Callable[[It
 
 
 def smallest_failure_known(candidates: Sequence[Candidate], verdicts: Mapping[Candidate, str]) -> bool:
-    """Some candidate fails and none smaller is still untested: a round tested concurrently may end.
-    Waiting for a smaller one costs one small compile; taking the first to fail cost whole rounds on the
-    H200, where a 4-node slice whose kernels were cached beat the 1-node slice compiling beside it."""
-    failing = [len(c) for c in candidates if verdicts.get(c) == "fails"]
-    return bool(failing) and not any(len(c) < min(failing) for c in candidates if c not in verdicts)
+    """The candidate the round would take (the smallest failing one, the earliest among equals) is known: a
+    round tested concurrently may end. Waiting for a smaller one costs one small compile; taking the first to
+    fail cost whole rounds on the H200, where a 4-node slice whose kernels were cached beat the 1-node slice
+    compiling beside it. Waiting for an earlier one of the same size makes the result the same on every run,
+    whichever worker is faster: with two accuracy bugs, PyTorch's --strict-accuracy test expects the first."""
+    for candidate in sorted(candidates, key=len):
+        if candidate not in verdicts:
+            return False
+        if verdicts[candidate] == "fails":
+            return True
+    return False
 
 
 def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None) -> Candidate:

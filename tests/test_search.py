@@ -77,3 +77,7 @@ def test_a_concurrent_round_waits_for_smaller_candidates_but_not_larger_ones():
     assert smallest_failure_known(round_, {four: "fails", one: "passes"})  # 6 is cancelled
     assert smallest_failure_known(round_, {one: "fails"})
     assert not smallest_failure_known(round_, {one: "passes", four: "passes"})
+    first, second = frozenset("ab"), frozenset("cd")  # of one size, the earlier is taken, whichever answers first
+    assert not smallest_failure_known([first, second], {second: "fails"})
+    assert smallest_failure_known([first, second], {first: "passes", second: "fails"})
+    assert smallest_failure_known([first, second], {first: "fails"})
