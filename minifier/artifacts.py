@@ -15,15 +15,21 @@ import shutil
 
 from . import wire
 from .events import Failure
-from .launcher import LauncherSpec
-from .layout import SCRATCH, DumpLayout, program_of, run_folder
+from .launcher import HERE, LauncherSpec
+from .layout import REPRO_PY, SCRATCH, DumpLayout, checkpoint_nodes, program_of, run_folder
 
 
 class OutputError(OSError):
     """The output folder cannot be written."""
 
 
-def prepare(layout: DumpLayout) -> None:
+def prepare(layout: DumpLayout, inputs: list[str]) -> None:
+    """Make the output folders; refuse outputs that would overwrite one of `inputs` (the launcher, its .pt2)."""
+    clash = [path for path in inputs if path in layout.outputs() or (
+        os.path.dirname(path) == layout.checkpoints and checkpoint_nodes(os.path.basename(path)) is not None)]
+    if clash:
+        raise OutputError(f"the outputs would overwrite the input {clash[0]}; pass --output-dir DIR to write them "
+                          "elsewhere")
     for folder in (layout.root, layout.checkpoints, layout.work, layout.candidates):
         try:
             os.makedirs(folder, exist_ok=True)
@@ -51,12 +57,12 @@ def relocate_dump(launcher: str, dest: str, name: str | None = None) -> str:
     copied = os.path.join(target, os.path.relpath(layout.launcher, run_dir))
     with open(copied, encoding="utf-8") as f:
         text = f.read()
-    _write_text(copied, text.replace(run_dir, target))
+    write_text(copied, text.replace(run_dir, target))
     return copied
 
 
 def write_failure(layout: DumpLayout, failure: Failure) -> str:
-    _write_text(layout.failure_json, wire.dumps(failure) + "\n")
+    write_text(layout.failure_json, wire.dumps(failure) + "\n")
     return layout.failure_json
 
 
@@ -64,7 +70,7 @@ def write_checkpoint(layout: DumpLayout, spec: LauncherSpec, accuracy: str, node
                      graph_code: str, header: list[str], imports: list[str]) -> str:
     path = layout.checkpoint_py(nodes)
     shutil.copyfile(pt2, program_of(path))
-    _write_text(path, render_repro(spec, os.path.basename(program_of(path)), accuracy, graph_code, header, imports))
+    write_text(path, render_repro(spec, os.path.basename(program_of(path)), accuracy, graph_code, header, imports))
     return path
 
 
@@ -75,14 +81,15 @@ def write_repro(layout: DumpLayout, checkpoint_py: str) -> str:
         text = f.read()
     text = text.replace(_pt2_line(os.path.basename(program_of(checkpoint_py))),
                         _pt2_line(os.path.basename(layout.repro_pt2)))
-    _write_text(layout.repro_py, text)
+    write_text(layout.repro_py, text)
     return layout.repro_py
 
 
 def copy_repro(layout: DumpLayout, destination: str) -> str:
     os.makedirs(destination, exist_ok=True)
-    for path in (layout.repro_py, layout.repro_pt2):
-        shutil.copyfile(path, os.path.join(destination, os.path.basename(path)))
+    for path in (layout.repro_py, layout.repro_pt2, layout.repro_standalone):
+        if os.path.exists(path):
+            shutil.copyfile(path, os.path.join(destination, os.path.basename(path)))
     return os.path.join(destination, os.path.basename(layout.repro_py))
 
 
@@ -91,26 +98,75 @@ def render_repro(spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: s
     lines = [f"# {h}" for h in header]
     lines += ["#", "# Run: python <this file>        (add `minify` to hand it to PyTorch's own minifier)", ""]
     lines += [f"# {ln}" if ln else "#" for ln in graph_code.splitlines()]
-    lines += ["", "import os"]
-    for key, value in spec.env.items():
-        lines.append(f"os.environ.pop({key!r}, None)" if value is None else f"os.environ[{key!r}] = {value!r}")
-    lines += ["", "import torch", "import torch._inductor.inductor_prims"]
-    lines += [f"import {m}" for m in sorted({a.module for a in spec.config})]
-    lines += [f"import {m}  # registers the custom ops the program uses" for m in imports]
-    lines.append("")
-    lines += [f"{a.module}.{a.attr} = {a.value!r}" for a in spec.config]
+    lines += ["", *_settings(spec, imports)]
     lines += [
         "",
         _pt2_line(pt2_name),
-        f"config_patches = {spec.config_patches!r}",
+        f"config_patches = {spec.portable().config_patches!r}",
         "if __name__ == '__main__':",
         "    from torch._dynamo.repro.aoti import run_repro",
         "    with torch.no_grad():",
-        f"        run_repro(exported_program, config_patches=config_patches, accuracy={accuracy!r}, "
+        f"        run_repro(exported_program, config_patches=config_patches, accuracy={accuracy or False!r}, "
         f"command='run', save_dir=None, check_str={spec.check_str!r})",
         "",
     ]
     return "\n".join(lines)
+
+
+def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list[str], imports: list[str]) -> str:
+    """repro_standalone.py: the graph as code (standalone.py wrote `code`), the launcher's settings, and a
+    main that exports it with the original's dynamic dims, compiles, loads and runs it as the minifier did."""
+    run = ["        compiled(*inputs)"]
+    if accuracy:
+        loose = accuracy == "accuracy"
+        run = ["        from torch._dynamo.debug_utils import AccuracyError, same_two_models",
+               "        # compared as the minifier compares: the exported program's module against the compiled one",
+               f"        if not same_two_models(program.module(), compiled, list(inputs), only_fwd=True, require_fp64={loose}, "
+               f"ignore_non_fp={loose}):",
+               "            raise AccuracyError('Bad accuracy detected')"]
+    lines = [f"# {h}" for h in header]
+    lines += ["#", "# One file, plain PyTorch: python <this file>", ""]
+    lines += _settings(spec, imports)
+    lines += ["from math import inf, nan", "from torch import device", "from torch.export import Dim",
+              "import torch.fx._pytree as fx_pytree", "import torch.utils._pytree as pytree", "NoneType = type(None)",
+              "", f"CONFIG_PATCHES = {spec.portable().config_patches!r}", "", "", code.rstrip(), "", "",
+              "if __name__ == '__main__':",
+              "    model = Repro()",
+              "    inputs = make_inputs()",
+              "    program = torch.export.export(model, inputs, dynamic_shapes=DYNAMIC_SHAPES)",
+              "    with torch.no_grad():",
+              "        package = torch._inductor.aoti_compile_and_package(program, inductor_configs=CONFIG_PATCHES)",
+              "        compiled = torch._inductor.aoti_load_package(package)",
+              *run, ""]
+    return "\n".join(lines)
+
+
+def render_standalone_fallback(reason: str, header: list[str]) -> str:
+    """Where the graph cannot be written as code: say so, and run repro.py beside this file."""
+    return "\n".join([
+        *(f"# {h}" for h in header), "#",
+        f"# This graph could not be rebuilt as plain PyTorch code ({reason}); this file runs repro.py",
+        "# (with its repro.pt2) from the same folder instead.", "",
+        "import os", "import runpy", "import sys", "",
+        f"print({('repro_standalone.py: ' + reason + '; running repro.py instead')!r}, file=sys.stderr)",
+        f"runpy.run_path(os.path.join({HERE}, {REPRO_PY!r}), run_name='__main__')", ""])
+
+
+def _settings(spec: LauncherSpec, imports: list[str]) -> list[str]:
+    """The launcher's environment and config lines that hold on any machine, and the custom-op imports."""
+    portable = spec.portable()
+    lines = ["import os"]
+    for key, value in portable.env.items():
+        lines.append(f"os.environ.pop({key!r}, None)" if value is None else f"os.environ[{key!r}] = {value!r}")
+    if spec.machine_settings:
+        lines.append(f"# left out, as they name folders of the machine that wrote the launcher: "
+                     f"{', '.join(spec.machine_settings)}")
+    lines += ["", "import torch", "import torch._inductor.inductor_prims"]
+    lines += [f"import {m}" for m in sorted({a.module for a in portable.config})]
+    lines += [f"import {m}  # registers the custom ops the program uses" for m in imports]
+    lines.append("")
+    lines += [f"{a.module}.{a.attr} = {a.value!r}" for a in portable.config]
+    return lines
 
 
 def read_repro_graph(path: str) -> str | None:
@@ -132,10 +188,10 @@ def read_repro_graph(path: str) -> str | None:
 
 
 def _pt2_line(pt2_name: str) -> str:
-    return f"exported_program = torch.export.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), {pt2_name!r}))"
+    return f"exported_program = torch.export.load(os.path.join({HERE}, {pt2_name!r}))"
 
 
-def _write_text(path: str, text: str) -> None:
+def write_text(path: str, text: str) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)

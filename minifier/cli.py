@@ -135,6 +135,8 @@ def execute(command: str, options: Options) -> int:
     from .reproduce import reproduce
     try:
         session = Session.open(options)
+        if session.layout.root != session.layout.minifier_dir:
+            reporter.say(f"outputs go to {session.layout.root} ({session.spec.path} is left as it is)")
         if command == "run":
             failure = reproduce(session, reporter)
             if failure is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from .layout import LAUNCHER, MINIFIER, DumpLayout, launcher_in
@@ -20,8 +20,23 @@ from .layout import LAUNCHER, MINIFIER, DumpLayout, launcher_in
 CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config",
                   "torch.fx.experimental._config")
 AOTI_RUN_REPRO = "torch._dynamo.repro.aoti"
+HERE = "os.path.dirname(os.path.abspath(__file__))"  # how our own repro files name their folder
 _TORCH_VERSION = re.compile(r"^# torch version: (\S+)", re.M)
 _CUDA_VERSION = re.compile(r"^# torch cuda version: (\S+)", re.M)
+
+
+# Environment variables that only steer PyTorch's dumping: a repro (or a worker) must not dump again when
+# it fails, so they are always removed (PyTorch's launcher pops the first two itself).
+DUMP_ENV = ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL", "AOTINDUCTOR_REPRO_LEVEL", "DUMP_AOTI_MINIFIER")
+_DRIVE_PATH = re.compile(r"^[A-Za-z]:[\\/]")
+
+
+def machine_path(value: Any) -> bool:
+    """A value that names a place on the machine that wrote the launcher: an absolute path, or a
+    tuple holding one."""
+    if isinstance(value, (tuple, list)):
+        return any(machine_path(v) for v in value)
+    return isinstance(value, str) and (value.startswith(("/", "~")) or bool(_DRIVE_PATH.match(value)))
 
 
 class BadLauncher(ValueError):
@@ -52,8 +67,26 @@ class LauncherSpec:
     skipped: list[str] = field(default_factory=list)
 
     def layout(self, output_dir: str | None = None, save_dir: str | None = None) -> DumpLayout:
-        """Where this dump's files are and its outputs go (the command line's --output-dir, --save-dir)."""
-        return DumpLayout.of(self.path, output_dir, save_dir, save_dir_hint=self.save_dir)
+        """Where this dump's files are and its outputs go (the command line's --output-dir, --save-dir).
+        The launcher's own save_dir is not followed: it names the folder the dump was written in, on
+        the machine that wrote it."""
+        return DumpLayout.of(self.path, output_dir, save_dir)
+
+    def portable(self) -> LauncherSpec:
+        """This launcher without what holds only on the machine that wrote it (environment lines and
+        settings whose value is one of its paths: PyTorch writes TORCHINDUCTOR_CACHE_DIR as that
+        machine's folder) and with PyTorch's dump switches removed: what a repro.py sets, and a worker."""
+        env = {k: v for k, v in self.env.items() if k not in DUMP_ENV and (v is None or not machine_path(v))}
+        return replace(self, env={**env, **dict.fromkeys(DUMP_ENV)},
+                       config=[a for a in self.config if not machine_path(a.value)],
+                       config_patches={k: v for k, v in self.config_patches.items() if not machine_path(v)})
+
+    @property
+    def machine_settings(self) -> list[str]:
+        """What portable() leaves out, by name only."""
+        return [*(k for k, v in self.env.items() if v is not None and machine_path(v)),
+                *(f"{a.module}.{a.attr}" for a in self.config if machine_path(a.value)),
+                *(f"config_patches[{k!r}]" for k, v in self.config_patches.items() if machine_path(v))]
 
     @property
     def run_dir(self) -> str | None:
@@ -188,10 +221,19 @@ def _read_preamble(tree: ast.Module):
 
 
 def _export_load_path(value: ast.expr) -> str | None:
-    if isinstance(value, ast.Call) and _dotted(value.func) == "torch.export.load" and value.args:
-        ok, literal = _try_literal(value.args[0])
-        if ok and isinstance(literal, str):
-            return literal
+    """The path in `torch.export.load('<path>')`, or the name in the form our own checkpoints and
+    repro.py use, `torch.export.load(os.path.join(os.path.dirname(os.path.abspath(__file__)), '<name>'))`."""
+    if not (isinstance(value, ast.Call) and _dotted(value.func) == "torch.export.load" and value.args):
+        return None
+    arg = value.args[0]
+    ok, literal = _try_literal(arg)
+    if ok and isinstance(literal, str):
+        return literal
+    if (isinstance(arg, ast.Call) and _dotted(arg.func) == "os.path.join" and len(arg.args) == 2
+            and ast.unparse(arg.args[0]) == HERE):
+        ok, name = _try_literal(arg.args[1])
+        if ok and isinstance(name, str) and os.path.basename(name) == name:
+            return name
     return None
 
 
@@ -212,8 +254,14 @@ def _read_env_pop(call: ast.Call, env: dict[str, str | None]) -> None:
 
 
 def _resolve_pt2(literal: str, launcher: str, require: bool) -> str:
+    """The dump's own program first: where PyTorch puts it beside the launcher, or the launcher's path
+    to it taken relative to the launcher (ours are), then the absolute path the launcher names."""
     beside = DumpLayout.of(launcher).exported_program
-    for candidate in (literal, beside):
+    if os.path.isabs(literal):
+        candidates = (beside, literal)
+    else:
+        candidates = (os.path.join(os.path.dirname(launcher), literal), beside)
+    for candidate in candidates:
         if os.path.isfile(candidate):
             return os.path.abspath(candidate)
     if require:

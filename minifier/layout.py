@@ -9,8 +9,15 @@
           failure.json                             `run`: what failed, and where
           checkpoints/<N>.py + <N>.pt2             `minify`: each smaller failing graph
           repro.py + repro.pt2                     `minify`: the last checkpoint
+          repro_standalone.py                      `minify`: the same graph as plain PyTorch code
           aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/
 
+    <folder>/repro.py                            any other launcher: PyTorch's level-1 repro.py (in the
+    <folder>/repro.minified/                     cwd), a checkpoint or repro.py of ours; its outputs go
+                                                 into a folder named after it, so the input is never overwritten
+
+Outputs go where the dump is now. PyTorch's launcher names its save_dir (and .pt2) by absolute path,
+which is wrong once the dump is moved or copied from another machine: that path is never written to.
 Paths only, no file is touched: the CLI, capture and the language server all name these files here.
 """
 
@@ -30,6 +37,8 @@ CHECKPOINTS = "checkpoints"
 EXPORTED_PROGRAM = "exported_program.pt2"
 FAILURE_JSON = "failure.json"
 REPRO_PY = "repro.py"
+STANDALONE_PY = "repro_standalone.py"
+MINIFIED = ".minified"  # suffix of the output folder of a launcher not named LAUNCHER
 SCRATCH = "aoti-lens-work"
 PACKAGES = "packages"  # inside SCRATCH: the workers' compiled candidates, each removed once it has run
 _CHECKPOINT = re.compile(r"(\d+)\.py")
@@ -42,16 +51,18 @@ class DumpLayout:
     checkpoints: str
 
     @classmethod
-    def of(cls, launcher: str, output_dir: str | None = None, save_dir: str | None = None,
-           save_dir_hint: str | None = None) -> DumpLayout:
-        """The dump of `launcher`. Outputs go beside the launcher, or into `output_dir`; checkpoints into
-        `save_dir`, else (with `output_dir`) into that, else where the launcher's own save_dir points
-        (`save_dir_hint`: PyTorch writes an absolute path there), else beside the other outputs."""
+    def of(cls, launcher: str, output_dir: str | None = None, save_dir: str | None = None) -> DumpLayout:
+        """The dump of `launcher`. Outputs go beside a minifier_launcher.py, into `<name>.minified/` beside
+        any other launcher, or into `output_dir`; checkpoints into `save_dir`, else beside the other outputs."""
         launcher = os.path.abspath(launcher)
-        root = os.path.abspath(output_dir or os.path.dirname(launcher))
-        checkpoints = save_dir or (os.path.join(root, CHECKPOINTS) if output_dir else None)
-        checkpoints = checkpoints or save_dir_hint or os.path.join(root, CHECKPOINTS)
-        return cls(launcher=launcher, root=root, checkpoints=os.path.abspath(checkpoints))
+        folder, name = os.path.split(launcher)
+        default = folder if name == LAUNCHER else os.path.join(folder, os.path.splitext(name)[0] + MINIFIED)
+        root = os.path.abspath(output_dir or default)
+        return cls(launcher=launcher, root=root, checkpoints=os.path.abspath(save_dir or os.path.join(root, CHECKPOINTS)))
+
+    def outputs(self) -> list[str]:
+        """The files a run or minify writes outside its scratch folder (checkpoints aside)."""
+        return [self.failure_json, self.repro_py, self.repro_pt2, self.repro_standalone]
 
     @property
     def minifier_dir(self) -> str:
@@ -86,6 +97,10 @@ class DumpLayout:
     @property
     def repro_pt2(self) -> str:
         return program_of(self.repro_py)
+
+    @property
+    def repro_standalone(self) -> str:
+        return os.path.join(self.root, STANDALONE_PY)
 
     @property
     def work(self) -> str:

@@ -311,7 +311,7 @@ def _fork_server_lost(config: PoolConfig, message: str) -> PoolError:
 def _worker_env(config: PoolConfig, index: int | None) -> dict[str, str]:
     """Worker `index`'s environment; for None, the fork server's (no GPU chosen yet)."""
     env = dict(os.environ)
-    for key, value in config.init.launcher.env.items():  # the launcher's own environment lines
+    for key, value in config.init.launcher.portable().env.items():  # the launcher's own environment lines
         if value is None:
             env.pop(key, None)
         else:

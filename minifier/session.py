@@ -27,7 +27,7 @@ class Session:
     def open(cls, options: Options) -> Session:
         spec = read_launcher(options.launcher)
         layout = spec.layout(options.output_dir, options.save_dir)
-        prepare(layout)
+        prepare(layout, [spec.path, spec.pt2])
         accuracy = spec.accuracy if options.accuracy is None else options.accuracy
         return cls(options=options, spec=spec, layout=layout, accuracy=accuracy)
 

@@ -1,7 +1,13 @@
 import os
+import subprocess
+import sys
 
-from minifier.artifacts import read_repro_graph, relocate_dump, render_repro, write_repro
+import pytest
+
+from minifier.artifacts import (OutputError, prepare, read_repro_graph, relocate_dump, render_repro,
+                                render_standalone_fallback, write_repro)
 from minifier.launcher import ConfigAssignment, LauncherSpec
+from minifier.layout import DumpLayout
 
 GRAPH = "def forward(self, linear):\n    relu = torch.ops.aten.relu.default(linear);  linear = None\n    return (relu,)"
 
@@ -45,3 +51,26 @@ def test_relocated_dump_uses_its_own_files(tmp_path):
     copied = relocate_dump(str(launcher), str(tmp_path / "b"), "run_1.copy")
     assert copied == str(tmp_path / "b" / "torch_compile_debug" / "run_1.copy" / "minifier" / "minifier_launcher.py")
     assert str(tmp_path / "b") in open(copied).read() and str(run) not in open(copied).read()
+
+
+def test_accuracy_is_written_as_pytorch_writes_it(tmp_path):
+    for accuracy, written in (("", "accuracy=False,"), ("accuracy", "accuracy='accuracy',"),
+                              ("strict_accuracy", "accuracy='strict_accuracy',")):
+        assert written in render_repro(spec(tmp_path), "1.pt2", accuracy, GRAPH, [], [])
+
+
+def test_the_standalone_fallback_says_why_and_runs_repro_py(tmp_path):
+    (tmp_path / "repro.py").write_text("raise RuntimeError('the same failure')\n")
+    (tmp_path / "repro_standalone.py").write_text(render_standalone_fallback("a tensor of 9 GB", ["header"]))
+    proc = subprocess.run([sys.executable, str(tmp_path / "repro_standalone.py")], capture_output=True, text=True,
+                          cwd=str(tmp_path.parent))
+    assert "a tensor of 9 GB; running repro.py instead" in proc.stderr
+    assert proc.stderr.rstrip().endswith("RuntimeError: the same failure")
+
+
+def test_refuses_outputs_that_would_overwrite_the_input(tmp_path):
+    launcher = tmp_path / "repro.py"
+    layout = DumpLayout.of(str(launcher), output_dir=str(tmp_path))
+    with pytest.raises(OutputError, match="overwrite the input"):
+        prepare(layout, [str(launcher), str(tmp_path / "repro.pt2")])
+    prepare(DumpLayout.of(str(launcher)), [str(launcher), str(tmp_path / "repro.pt2")])  # the default: beside it

@@ -73,3 +73,31 @@ def test_non_literal_config_values_are_skipped_not_executed(tmp_path):
     assert any("allow_rnn" in s for s in spec.skipped)
     assert not any(a.attr == "allow_rnn" for a in spec.config)
     assert not os.path.exists("pwned")
+
+
+def test_portable_settings_leave_out_the_machine_and_the_dump_switches(tmp_path):
+    text = open(DATA).read().replace(
+        "import os\n", "import os\nos.environ['TORCHINDUCTOR_MAX_AUTOTUNE'] = '1'\nos.environ['AOTINDUCTOR_REPRO_LEVEL'] = '3'\n"
+        "os.environ['TRITON_CACHE_DIR'] = '/home/someone/.triton'\n", 1).replace(
+        "torch._inductor.config.cpp_wrapper = False\n",
+        "torch._inductor.config.cpp_wrapper = False\ntorch._inductor.config.cpp.cxx = (None, '/opt/gcc/bin/g++')\n")
+    spec = parse_launcher(text, str(tmp_path / "minifier_launcher.py"), require_pt2=False)
+    portable = spec.portable()
+    assert portable.env["TORCHINDUCTOR_MAX_AUTOTUNE"] == "1"  # changes behaviour anywhere: kept
+    assert "TORCHINDUCTOR_CACHE_DIR" not in portable.env and "TRITON_CACHE_DIR" not in portable.env
+    assert portable.env["AOTINDUCTOR_REPRO_LEVEL"] is None and portable.env["DUMP_AOTI_MINIFIER"] is None
+    assert not any(a.attr == "cpp.cxx" for a in portable.config) and any(a.attr == "cpp_wrapper" for a in portable.config)
+    assert sorted(spec.machine_settings) == ["TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "torch._inductor.config.cpp.cxx"]
+
+
+def test_our_own_repro_files_are_launchers_that_find_their_program(tmp_path):
+    from minifier.artifacts import render_repro
+    spec = parse_launcher(open(DATA).read(), str(tmp_path / "minifier_launcher.py"), require_pt2=False)
+    (tmp_path / "checkpoints").mkdir()
+    (tmp_path / "checkpoints" / "3.pt2").write_bytes(b"")
+    (tmp_path / "checkpoints" / "exported_program.pt2").write_bytes(b"")  # PyTorch's, beside it: not ours
+    checkpoint = tmp_path / "checkpoints" / "3.py"
+    checkpoint.write_text(render_repro(spec, "3.pt2", "", "def forward(self, x):\n    return (x,)", [], []))
+    again = read_launcher(str(checkpoint))
+    assert again.command == "run" and again.pt2 == str(tmp_path / "checkpoints" / "3.pt2")
+    assert again.layout().root == str(tmp_path / "checkpoints" / "3.minified")
