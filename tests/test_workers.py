@@ -15,7 +15,8 @@ from minifier.pool import Pool, PoolConfig, PoolError, _worker_env
 
 
 def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
-    env = env or {"TORCHINDUCTOR_CACHE_DIR": "/tmp/cache", "TORCHDYNAMO_REPRO_AFTER": None}
+    env = env or {"TORCHINDUCTOR_CACHE_DIR": "/tmp/cache", "TORCHINDUCTOR_MAX_AUTOTUNE": "1",
+                  "TORCHDYNAMO_REPRO_AFTER": None}
     spec = LauncherSpec(path=str(tmp_path / "minifier_launcher.py"), pt2=str(tmp_path / "x.pt2"), run_repro_line=0,
                         env=env)
     init = p.InitRequest(launcher=spec, work_dir=str(tmp_path), imports=list(imports))
@@ -40,10 +41,15 @@ def gone(pid: int, seconds: float = 15) -> bool:
 
 def test_workers_are_spread_round_robin_over_the_gpus(tmp_path, monkeypatch):
     monkeypatch.setenv("TORCHDYNAMO_REPRO_AFTER", "aot")
+    monkeypatch.setenv("AOTINDUCTOR_REPRO_LEVEL", "3")  # a worker must never dump a launcher of its own
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     cfg = config(tmp_path, size=4, devices=["0", "1", "2"])
     envs = [_worker_env(cfg, i) for i in range(4)]
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "2", "0"]
-    assert all(e["TORCHINDUCTOR_CACHE_DIR"] == "/tmp/cache" and "TORCHDYNAMO_REPRO_AFTER" not in e for e in envs)
+    assert all(e["TORCHINDUCTOR_MAX_AUTOTUNE"] == "1" and "TORCHDYNAMO_REPRO_AFTER" not in e
+               and "AOTINDUCTOR_REPRO_LEVEL" not in e for e in envs)
+    # the launcher's cache folder is a path of the machine that wrote it: not followed
+    assert not any("TORCHINDUCTOR_CACHE_DIR" in e for e in envs)
 
 
 def test_no_devices_leaves_visibility_alone(tmp_path, monkeypatch):
