@@ -153,6 +153,7 @@ def execute(command: str, options: Options) -> int:
         reporter.result(f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
                         f"{done.seconds:.1f} s; reproduces {done.signature.describe() if done.signature else 'the failure'}")
         reporter.result(f"repro: {done.repro}")
+        reporter.result(f"standalone: {session.layout.repro_standalone}")
         return ExitCode.OK
     except KeyboardInterrupt:
         return ExitCode.CANCELLED

@@ -2,21 +2,33 @@
 
 A candidate is a set of compute-node names of the original graph. Everything a kept node reads
 that is not kept becomes an input: original inputs stay inputs, parameters stay parameters (module
-attributes, so Inductor still sees constants), and a removed compute node becomes a placeholder fed
+attributes, so Inductor still sees constants), the subgraphs of higher-order ops (torch.cond's
+branches, while_loop's body) stay submodules, and a removed compute node becomes a placeholder fed
 with its concrete value from one eager run of the original. Outputs are the kept nodes no kept node
 reads, so nothing kept is dead code. Node names are preserved so kernel origins map back.
+
+Candidates keep the original's dynamic shapes: every input dim that is symbolic in the original is
+exported as a `Dim` with the original's range, one `Dim` per symbol, so a failure that needs
+symbolic sizes is not lost. A value whose size is an unbacked symbol (`nonzero`'s output and what
+follows from it) is never cut: its concrete size would turn the data-dependent size into a backed one
+and lose the node that binds the symbol.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import operator
+from dataclasses import dataclass, field, replace
 
+import sympy
 import torch
 import torch.fx as fx
-from torch.export import ExportedProgram
+from torch.export import Dim, ExportedProgram
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.export.graph_signature import InputKind
 from torch.utils import _pytree as pytree
+from torch.utils._sympy.numbers import int_oo
 
+from .branches import Branch, Rebuilt, branch_values, branches_of, fed_name, operands, rebuild
 from .events import SourceLine
 from .provenance import user_frame
 from .worker_protocol import GraphInfo, NodeInfo
@@ -29,7 +41,9 @@ _PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer",
 class FlatProgram:
     graph: fx.Graph
     user_inputs: dict[str, object]
-    params: dict[str, tuple[str, str, torch.Tensor]]  # placeholder name -> (target, kind, tensor)
+    # placeholder or get_attr node name -> (target, kind, tensor or subgraph module)
+    params: dict[str, tuple[str, str, object]]
+    ranges: dict[str, tuple[int, int | None]] = field(default_factory=dict)  # backed symbol -> its range
 
 
 def flatten(ep: ExportedProgram) -> FlatProgram:
@@ -48,7 +62,24 @@ def flatten(ep: ExportedProgram) -> FlatProgram:
             params[name] = (spec.target, _PARAM_KINDS[spec.kind], tensor)
         else:
             raise NotImplementedError(f"input {name} of kind {spec.kind.name} is not supported by the minifier")
-    return FlatProgram(graph=ep.graph, user_inputs=user_inputs, params=params)
+    for node in ep.graph.find_nodes(op="get_attr"):
+        params[node.name] = (node.target, "module", _attr(ep.graph_module, node.target))
+    return FlatProgram(graph=ep.graph, user_inputs=user_inputs, params=params, ranges=_ranges(ep))
+
+
+def _attr(root: torch.nn.Module, target: str) -> object:
+    for part in target.split("."):
+        root = getattr(root, part)
+    return root
+
+
+def _ranges(ep: ExportedProgram) -> dict[str, tuple[int, int | None]]:
+    ranges = {}
+    for symbol, bounds in ep.range_constraints.items():
+        if isinstance(symbol, sympy.Symbol) and not free_unbacked_symbols(symbol):
+            upper = None if bounds.upper in (int_oo, sympy.oo) else int(bounds.upper)
+            ranges[symbol.name] = (int(bounds.lower), upper)
+    return ranges
 
 
 def describe(flat: FlatProgram) -> GraphInfo:
@@ -59,6 +90,8 @@ def describe(flat: FlatProgram) -> GraphInfo:
         if node.op == "output":
             outputs = [a.name for a in node.all_input_nodes]
             continue
+        for branch in branches_of(node, _modules(flat)):
+            nodes += [_branch_node_info(sub, branch, node, flat) for sub in branch.compute()]
         info = _node_info(node, flat)
         devices.add(info.device)
         nodes.append(info)
@@ -76,9 +109,10 @@ def program_device(flat: FlatProgram) -> torch.device:
 
 def _node_info(node: fx.Node, flat: FlatProgram) -> NodeInfo:
     val = node.meta.get("val")
-    if node.op == "placeholder":
-        kind = "param" if node.name in flat.params else "input"
-        target = flat.params[node.name][0] if kind == "param" else node.name
+    if node.name in flat.params:
+        kind, target = "param", flat.params[node.name][0]
+    elif node.op == "placeholder":
+        kind, target = "input", node.name
     else:
         kind, target = "compute", str(node.target)
     source = None
@@ -96,6 +130,26 @@ def _node_info(node: fx.Node, flat: FlatProgram) -> NodeInfo:
         device=str(val.device) if isinstance(val, torch.Tensor) else "cpu",
         source=source,
     )
+
+
+def _branch_node_info(node: fx.Node, branch: Branch, cond: fx.Node, flat: FlatProgram) -> NodeInfo:
+    """A node of a cond's branch: it needs the cond, and its branch's nodes it reads."""
+    info = _node_info(node, flat)
+    reads = [branch.qualified(a) for a in node.all_input_nodes if a.op == "call_function"]
+    return replace(info, name=branch.qualified(node), args=[*dict.fromkeys(reads), cond.name])
+
+
+def _modules(flat: FlatProgram) -> dict[str, object]:
+    return {name: value for name, (_, kind, value) in flat.params.items() if kind == "module"}
+
+
+def readable_code(gm: torch.nn.Module) -> str:
+    """A module's forward and, below it, its subgraphs' (a torch.cond's branches), for checkpoints' headers."""
+    parts = [gm.code.strip()]
+    for name, sub in gm.named_children():
+        if isinstance(sub, fx.GraphModule):
+            parts.append(f"# {name}:\n{sub.code.strip()}")
+    return "\n\n".join(parts)
 
 
 def _op_name(node: fx.Node) -> str:
@@ -139,25 +193,39 @@ def concrete_values(flat: FlatProgram) -> tuple[dict[str, torch.Tensor], str | N
             args, kwargs = pytree.tree_map_only(fx.Node, lambda a: env[a.name], (node.args, node.kwargs))
             try:
                 env[node.name] = node.target(*args, **kwargs)
-                if isinstance(env[node.name], torch.Tensor):
-                    # the copy waits for the kernel, so a CUDA kernel's own fault (a user Triton kernel
-                    # reading out of bounds) is raised here, at the node that caused it
-                    values[node.name] = env[node.name].detach().to("cpu").clone()
+                _store(values, node.name, env[node.name], node)
             except Exception as e:  # the eager model itself fails: no values past this node
                 return values, f"eager run failed at {node.name}: {type(e).__name__}: {e}"
+            for branch in branches_of(node, _modules(flat)):
+                inputs = [env[a.name] for a in operands(node)]
+                sources = {branch.qualified(n): n for n in branch.compute()}
+                for name, value in branch_values(branch, inputs).items():
+                    _store(values, name, value, sources[name])
     return values, None
 
 
+def _store(values: dict[str, torch.Tensor], name: str, value: object, node: fx.Node) -> None:
+    """Keep a tensor the candidates may be fed with (not one whose size is data-dependent)."""
+    if isinstance(value, torch.Tensor) and not free_unbacked_symbols(node.meta.get("val")):
+        # the copy waits for the kernel, so a CUDA kernel's own fault (a user Triton kernel
+        # reading out of bounds) is raised here, at the node that caused it
+        values[name] = value.detach().to("cpu").clone()
+
+
 def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor]):
-    """The GraphModule and its inputs for the candidate made of the compute nodes in `kept`."""
+    """The GraphModule, its inputs and their symbolic dims (dim_specs) for the candidate made of the
+    compute nodes in `kept`."""
     compute = [n for n in flat.graph.nodes if n.op == "call_function" and n.name in kept]
     if not compute:
         raise ValueError("a candidate needs at least one compute node")
     read = [a for n in compute for a in n.all_input_nodes if a.name not in kept]
     read = list(dict.fromkeys(read))
+    conds = {n.name: rebuild(branches_of(n, _modules(flat)), kept) for n in compute if branches_of(n, _modules(flat))}
+    subgraphs = {attr: module for rebuilt in conds.values() for attr, module in rebuilt.modules.items()}
     graph = fx.Graph()
     env: dict[str, fx.Node] = {}
     inputs: list[object] = []
+    fed: list[fx.Node] = []
     root = torch.nn.Module()
     for node in read:
         if node.name in flat.params:
@@ -166,18 +234,105 @@ def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.T
         placeholder.meta = dict(node.meta)
         env[node.name] = placeholder
         inputs.append(_input_value(node, flat, values))
+    for qualified, source in (f for rebuilt in conds.values() for f in rebuilt.fed):
+        placeholder = env[qualified] = graph.placeholder(fed_name(qualified))
+        placeholder.meta = dict(source.meta)
+        inputs.append(_fed_value(qualified, source, values))
+        fed.append(source)
     for node in read:
         if node.name in flat.params:
             target, kind, tensor = flat.params[node.name]
-            _set_attr(root, target, tensor, kind)
+            _set_attr(root, target, subgraphs.get(node.name, tensor), kind)
             env[node.name] = graph.get_attr(target)
+    outputs = []
     for node in compute:
-        env[node.name] = graph.node_copy(node, lambda a: env[a.name])
+        if node.name in conds:
+            env[node.name], extra = _cond_copy(graph, node, conds[node.name], env)
+            outputs += extra
+        else:
+            env[node.name] = graph.node_copy(node, lambda a: env[a.name])
     readers = {a.name for n in compute for a in n.all_input_nodes}
-    graph.output(tuple(env[n.name] for n in compute if n.name not in readers))
+    graph.output(tuple(env[n.name] for n in compute if n.name not in readers) + tuple(outputs))
     gm = fx.GraphModule(root, graph)
     gm.recompile()
-    return gm, inputs
+    vals = [n.meta.get("val") for n in read if n.name not in flat.params] + [n.meta.get("val") for n in fed]
+    return gm, inputs, dim_specs(vals, flat.ranges)
+
+
+def _cond_copy(graph: fx.Graph, node: fx.Node, rebuilt: Rebuilt, env: dict[str, fx.Node]):
+    """The cond with its rebuilt branches, taking the fed branch values as extra operands; and the
+    getitems of its extra outputs, which become outputs of the candidate."""
+    pred, true_fn, false_fn = (env[a.name] if isinstance(a, fx.Node) else a for a in node.args[:3])
+    ops = tuple(env[a.name] for a in operands(node)) + tuple(env[q] for q, _ in rebuilt.fed)
+    cond = graph.create_node("call_function", node.target, (pred, true_fn, false_fn, ops), dict(node.kwargs),
+                             name=node.name)
+    extra = [graph.call_function(operator.getitem, (cond, rebuilt.outputs + i)) for i in range(rebuilt.extra_outputs)]
+    return cond, extra
+
+
+def _fed_value(qualified: str, source: fx.Node, values: dict[str, torch.Tensor]) -> torch.Tensor:
+    if qualified not in values:
+        raise KeyError(f"no concrete value for {qualified}")
+    val = source.meta.get("val")
+    return values[qualified].to(val.device if isinstance(val, torch.Tensor) else "cpu")
+
+
+@dataclass(frozen=True)
+class DimSpec:
+    """One symbolic dim of a candidate's input: `scale * root + offset`, root an original symbol with
+    its range; with no root, a size export is left to infer (Dim.AUTO)."""
+
+    root: str | None
+    low: int = 0
+    high: int | None = None
+    scale: int = 1
+    offset: int = 0
+
+
+def dim_specs(vals: list[object], ranges: dict[str, tuple[int, int | None]]) -> list[dict[int, DimSpec] | None]:
+    """The symbolic dims of the inputs whose fake values are `vals`: a dim that is an original symbol
+    keeps it (so equal sizes stay equal), a linear expression of one symbol is derived from it
+    (`8*s77 - 1`), any other symbolic size is left to export."""
+    specs = []
+    for val in vals:
+        spec = {}
+        for axis, size in enumerate(val.shape if isinstance(val, torch.Tensor) else ()):
+            if isinstance(size, torch.SymInt):
+                spec[axis] = _dim_spec(size.node.expr, ranges)
+        specs.append(spec or None)
+    return specs
+
+
+def _dim_spec(expr: sympy.Expr, ranges: dict[str, tuple[int, int | None]]) -> DimSpec:
+    if len(expr.free_symbols) != 1:
+        return DimSpec(None)
+    (symbol,) = expr.free_symbols
+    if symbol.name not in ranges:
+        return DimSpec(None)
+    low, high = ranges[symbol.name]
+    poly = sympy.Poly(expr, symbol)
+    coeffs = poly.all_coeffs()
+    if poly.degree() != 1 or not all(c.is_Integer for c in coeffs) or coeffs[0] <= 0:
+        return DimSpec(None)
+    return DimSpec(symbol.name, low, high, int(coeffs[0]), int(coeffs[1]))
+
+
+def dynamic_shapes(specs: list[dict[int, DimSpec] | None]) -> tuple | None:
+    """`dynamic_shapes` for torch.export.export: one Dim per original symbol, shared by every input."""
+    roots: dict[str, Dim] = {}
+
+    def dim(spec: DimSpec) -> object:
+        if spec.root is None:
+            return Dim.AUTO
+        if spec.root not in roots:
+            bounds = {"min": spec.low} | ({"max": spec.high} if spec.high is not None else {})
+            roots[spec.root] = Dim(spec.root, **bounds)
+        root = roots[spec.root]
+        derived = root * spec.scale if spec.scale != 1 else root
+        return derived + spec.offset if spec.offset else derived
+
+    shapes = tuple({axis: dim(d) for axis, d in spec.items()} if spec else None for spec in specs)
+    return shapes if any(shapes) else None
 
 
 def _input_value(node: fx.Node, flat: FlatProgram, values: dict[str, torch.Tensor]) -> object:
@@ -190,7 +345,7 @@ def _input_value(node: fx.Node, flat: FlatProgram, values: dict[str, torch.Tenso
     return values[node.name].to(device)
 
 
-def _set_attr(root: torch.nn.Module, target: str, tensor: torch.Tensor, kind: str) -> None:
+def _set_attr(root: torch.nn.Module, target: str, tensor: object, kind: str) -> None:
     *path, leaf = target.split(".")
     module = root
     for part in path:
@@ -201,5 +356,7 @@ def _set_attr(root: torch.nn.Module, target: str, tensor: torch.Tensor, kind: st
         module.register_parameter(leaf, torch.nn.Parameter(tensor, requires_grad=tensor.requires_grad))
     elif kind == "buffer":
         module.register_buffer(leaf, tensor)
+    elif kind == "module":
+        module.add_module(leaf, tensor)
     else:
         setattr(module, leaf, tensor)

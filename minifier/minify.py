@@ -19,6 +19,7 @@ from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
 from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
 from .pool import Pool, Result
 from .provenance import kernel_slices, read_kernel_source, resolve_kernel
+from .rebuild import write_standalone
 from .reporter import Reporter
 from .search import Candidate, Space, make_closure, minimize, smallest_failure_known
 from .session import Session
@@ -249,6 +250,10 @@ def finish(session: Session, oracle: PoolOracle, final: Candidate, reporter: Rep
         reporter.log(f"the {len(final)}-node graph could not be saved; repro.py is the "
                      f"{progress.checkpoint_nodes}-node checkpoint", "warning")
     repro = write_repro(session.layout, progress.checkpoint)
+    header = [f"aoti-lens repro_standalone: {len(final)} of {progress.start_nodes} graph nodes",
+              f"reproduces: {oracle.target.describe() if oracle.target else 'the original failure'}"]
+    standalone, fallback = write_standalone(session, oracle.pool, sorted(final), header, oracle.verdict)
+    reporter.say(f"wrote {standalone}" + (f" (falls back to repro.py: {fallback})" if fallback else ""))
     if session.options.copy_to:
         reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")
     done = DoneEvent(nodes=progress.checkpoint_nodes, repro=repro, queries=progress.queries, seconds=progress.seconds,

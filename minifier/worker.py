@@ -47,6 +47,8 @@ class Worker:
             return self.store_values(request.path)
         if isinstance(request, p.WarmRequest):
             return self.warm()
+        if isinstance(request, p.StandaloneRequest):
+            return self.standalone(request)
         return self.query(request)
 
     def start(self, request: p.InitRequest) -> p.Reply:
@@ -114,6 +116,9 @@ class Worker:
                 ep = self.ep
                 args, kwargs = ep.example_inputs or ((), {})
                 eager = ep.module()
+            elif request.script:
+                ep, args, eager = _export_script(request.script)
+                kwargs = {}
             else:
                 ep, args, eager = self._export_candidate(request)
                 kwargs = {}
@@ -121,7 +126,8 @@ class Worker:
             return p.Outcome(key=request.key, status="export_error", seconds=time.monotonic() - start,
                              text=f"{type(e).__name__}: {e}"[:4000])
         package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
-        code = eager.code.strip()
+        from .graph import readable_code
+        code = readable_code(eager)
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
         saved = self._save(ep, request.save_pt2)
         try:
@@ -140,17 +146,29 @@ class Worker:
             _remove(saved)  # only failing candidates become checkpoints
         return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code)
 
+    def standalone(self, request: p.StandaloneRequest) -> p.Reply:
+        from .standalone import NotRebuildable, standalone_code
+        try:
+            code = standalone_code(self.flat, set(request.kept), self._values(request.values_path), request.exact)
+        except NotRebuildable as e:
+            return p.StandaloneCode(code=None, reason=str(e))
+        return p.StandaloneCode(code=code)
+
+    def _values(self, path: str | None) -> dict:
+        import torch
+        if self.values is None or self.values_path != path:
+            self.values = {}
+            if path and os.path.exists(path):
+                self.values = torch.load(path, mmap=True, weights_only=True)
+            self.values_path = path
+        return self.values
+
     def _export_candidate(self, request: p.QueryRequest):
         import torch
-        from .graph import build_candidate
-        if self.values is None or self.values_path != request.values_path:
-            self.values = {}
-            if request.values_path and os.path.exists(request.values_path):
-                self.values = torch.load(request.values_path, mmap=True, weights_only=True)
-            self.values_path = request.values_path
-        gm, inputs = build_candidate(self.flat, set(request.kept), self.values)
+        from .graph import build_candidate, dynamic_shapes
+        gm, inputs, dims = build_candidate(self.flat, set(request.kept), self._values(request.values_path))
         strict = self.init.export_mode == "dynamo"
-        ep = torch.export.export(gm, tuple(inputs), strict=strict)
+        ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=strict)
         return ep, tuple(inputs), gm
 
     def _compile_and_run(self, ep, eager, args, kwargs, package: str) -> None:
@@ -184,6 +202,18 @@ class Worker:
         except Exception:  # a candidate we cannot save is still a valid verdict
             _remove(path + ".tmp")
             return None
+
+
+def _export_script(path: str):
+    """The program a repro_standalone.py builds, exported as its main does (its settings are the
+    launcher's, which this worker has applied already)."""
+    import runpy
+
+    import torch
+    namespace = runpy.run_path(path, run_name="aoti_lens_standalone")
+    model, inputs = namespace["Repro"](), namespace["make_inputs"]()
+    ep = torch.export.export(model, inputs, dynamic_shapes=namespace["DYNAMIC_SHAPES"])
+    return ep, inputs, ep.module()
 
 
 def import_if_installed(module: str) -> bool:

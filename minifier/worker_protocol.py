@@ -76,17 +76,29 @@ class WarmRequest:
 
 @dataclass(frozen=True)
 class QueryRequest:
-    """Compile, load and run one candidate: the original program, or the graph made of `kept`."""
+    """Compile, load and run one candidate: the original program, the graph made of `kept`, or the
+    program that a repro_standalone.py file (`script`) builds."""
 
     key: str
     kept: list[str] = field(default_factory=list)
     original: bool = False
     values_path: str | None = None
     save_pt2: str | None = None
+    script: str | None = None
     type: Literal["query"] = "query"
 
 
-Request = Union[InitRequest, DescribeRequest, ValuesRequest, WarmRequest, QueryRequest]
+@dataclass(frozen=True)
+class StandaloneRequest:
+    """Write the graph made of `kept` as plain PyTorch code (standalone.py), every value exact or not."""
+
+    kept: list[str]
+    values_path: str
+    exact: bool = False
+    type: Literal["standalone"] = "standalone"
+
+
+Request = Union[InitRequest, DescribeRequest, ValuesRequest, WarmRequest, QueryRequest, StandaloneRequest]
 
 
 @dataclass(frozen=True)
@@ -133,6 +145,15 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class StandaloneCode:
+    """The code, or (code None) why the graph cannot be written as code."""
+
+    code: str | None
+    reason: str = ""
+    type: Literal["standalone_code"] = "standalone_code"
+
+
+@dataclass(frozen=True)
 class WorkerFailed:
     """The worker cannot serve at all (bad program file, no compiler...); it exits after this."""
 
@@ -141,12 +162,12 @@ class WorkerFailed:
     type: Literal["failed"] = "failed"
 
 
-Reply = Union[Ready, Described, ValuesStored, Warmed, Outcome, WorkerFailed]
+Reply = Union[Ready, Described, ValuesStored, Warmed, Outcome, StandaloneCode, WorkerFailed]
 
 _REQUESTS = {"init": InitRequest, "describe": DescribeRequest, "values": ValuesRequest, "warm": WarmRequest,
-             "query": QueryRequest}
+             "query": QueryRequest, "standalone": StandaloneRequest}
 _REPLIES = {"ready": Ready, "described": Described, "values_stored": ValuesStored, "warmed": Warmed,
-            "outcome": Outcome, "failed": WorkerFailed}
+            "outcome": Outcome, "standalone_code": StandaloneCode, "failed": WorkerFailed}
 
 
 def encode(message: Request | Reply) -> bytes:
