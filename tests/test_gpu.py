@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, aoti_minify, events_of, minify, repro_signature
+from conftest import ROOT, aoti_minify, events_of, minify, program_facts, repro_signature
 from minifier import worker_protocol as p
 from minifier.devices import default_devices
 from minifier.launcher import read_launcher
@@ -37,6 +37,23 @@ def test_triton_compile_error_points_at_the_kernel_line_and_minifies_to_relu(dum
     _, done = minify(launcher)
     assert done.nodes == 1 and "aten.relu" in open(done.repro).read().split("import os")[0]
     assert repro_signature(done.repro).matches(failure.signature)
+
+
+def test_dynamic_shapes_and_cond_survive_minification_on_triton(dumps, tmp_path):
+    """Triton kernels compiled for symbolic sizes: candidates, repro.pt2 and repro_standalone.py keep the
+    original's Dims; a torch.cond with the failing relu in a branch minifies as a unit."""
+    dynamic = dumps.get(str(tmp_path / "dynamic"), workload="cuda-nn-mlp-dynamic-relu-compile_error")
+    _, done = minify(dynamic)
+    assert done.nodes == 1 and "aten.relu" in open(done.repro).read().split("import os")[0]
+    facts = program_facts(done.repro[:-3] + ".pt2")
+    assert sorted(facts["ranges"].values()) == [[1, 8], [2, 20]], facts
+    standalone = done.repro.replace("repro.py", "repro_standalone.py")
+    for script in (done.repro, standalone):
+        assert repro_signature(script).matches(done.signature)
+    cond = dumps.get(str(tmp_path / "cond"), workload="cuda-nn-mlp-cond-relu-compile_error")
+    _, done = minify(cond)
+    assert "torch.ops.higher_order.cond" in open(done.repro).read().split("import os")[0]
+    assert repro_signature(done.repro).matches(done.signature)
 
 
 def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):

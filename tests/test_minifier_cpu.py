@@ -44,6 +44,9 @@ def test_seed_injections_shrink_to_the_single_relu(dumps, tmp_path, bug, kind):
     for event in checkpoints:  # each checkpoint has its own program
         assert os.path.exists(event.path[:-3] + ".pt2")
     assert repro_signature(done.repro).matches(failure.signature)
+    # repro level 4 for accuracy (dump.py), else 2; accuracy= written as PyTorch writes it
+    assert f"accuracy={bug == 'accuracy'}," in open(launcher).read()
+    assert f"accuracy={'accuracy' if bug == 'accuracy' else False!r}," in open(done.repro).read()
 
 
 def test_compile_error_names_kernel_line_and_model_line(dumps, tmp_path):

@@ -1,0 +1,183 @@
+"""The repro is the user's bug: its dynamic shapes, its data-dependent sizes, its control flow, its real
+signatures, any dump kind PyTorch writes, wherever the dump now lies. Real AOTI compiles on CPU (g++)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
+from minifier import worker_protocol as p
+from minifier.events import CheckpointEvent
+from minifier.options import Options
+from minifier.session import Session
+from server.failures import read_disk
+
+pytestmark = pytest.mark.compile
+CUSTOM_OPS = "minifier.examples.custom_ops"
+
+
+def graph_of(path: str) -> str:
+    """The readable graph a checkpoint or repro.py carries in its leading comments."""
+    return open(path).read().split("import os")[0]
+
+
+def copied_away(folder: str, names: list[str], dest: str) -> str:
+    os.makedirs(dest)
+    for name in names:
+        shutil.copyfile(os.path.join(folder, name), os.path.join(dest, name))
+    return dest
+
+
+def test_a_failure_only_under_dynamic_shapes_survives_minification(dumps, tmp_path):
+    """A custom op whose fake kernel is wrong only for symbolic sizes: the whole (dynamic) program gives wrong
+    numbers, the same graph exported with static shapes does not. Candidates re-exported statically all pass
+    and the search cannot shrink it; with the original's dims kept it shrinks to the op."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-dynamic_fake-accuracy")
+    proc, done = minify(launcher, "--accuracy", "--import", CUSTOM_OPS)
+    assert done.nodes < done.start_nodes and done.signature.kind == "accuracy"
+    assert "pool_tokens" in graph_of(done.repro)
+    for event in [e for e in events_of(proc) if isinstance(e, CheckpointEvent)]:  # every checkpoint is dynamic
+        facts = program_facts(event.path[:-3] + ".pt2", CUSTOM_OPS)
+        assert sorted(facts["ranges"].values()) == [[1, 8], [2, 20]], facts  # the workload's Dim ranges
+        assert any(not size.isdigit() for sizes in facts["sizes"] for size in sizes), facts
+    # repro.py and repro_standalone.py run elsewhere on the original example sizes, and fail the same way
+    away = copied_away(os.path.dirname(done.repro), ["repro.py", "repro.pt2", "repro_standalone.py"],
+                       str(tmp_path / "elsewhere"))
+    assert program_facts(os.path.join(away, "repro.pt2"), CUSTOM_OPS)["sizes"][0][2] == "32"
+    for script in ("repro.py", "repro_standalone.py"):
+        assert repro_signature(os.path.join(away, script), ("os", "torch", CUSTOM_OPS)).exc_type == "AccuracyError"
+    standalone = open(os.path.join(away, "repro_standalone.py")).read()
+    assert re.search(r"= Dim\('\w+', min=2, max=20\)", standalone) and "torch.randn((2, 16, 32)" in standalone
+
+
+def test_a_data_dependent_size_keeps_the_node_that_binds_it(dumps, tmp_path):
+    """relu reads `h[h > 0.1]`, whose size is an unbacked symbol: cutting there would feed a concrete tensor
+    of a backed size; the binding node (index) stays and the repro keeps the unbacked symbol."""
+    launcher = dumps.get(str(tmp_path), model="selected")
+    _, done = minify(launcher)
+    graph = graph_of(done.repro)
+    assert done.nodes == 2 and "aten.index.Tensor" in graph and "aten.relu" in graph, graph
+    facts = program_facts(done.repro[:-3] + ".pt2")
+    assert any(name.startswith("u") for name in facts["ranges"]), facts
+    assert repro_signature(done.repro).exc_type == "CppCompileError"
+
+
+def test_torch_cond_and_its_branches_shrink(dumps, tmp_path):
+    """The only relu (with its injected compile error) is inside a torch.cond branch of a real torch.nn model:
+    the model around the cond goes, and so do the branches' other ops (`* 2.0`, `* 0.5`)."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-cond-relu-compile_error")
+    _, done = minify(launcher)
+    graph = graph_of(done.repro)
+    main, true_branch, false_branch = graph.split("def forward")[1:]
+    assert done.nodes == 2 and "torch.ops.higher_order.cond" in main and "linear" not in main, graph
+    assert "aten.relu" in true_branch and "aten.mul" not in true_branch + false_branch, graph
+    assert repro_signature(done.repro).matches(done.signature)
+    standalone = done.repro.replace("repro.py", "repro_standalone.py")
+    assert "class TrueGraph0(torch.nn.Module)" in open(standalone).read()
+    assert repro_signature(standalone).matches(done.signature)
+
+
+def test_inductor_buffer_names_do_not_split_one_real_bug(dumps, tmp_path):
+    """torch 2.13's CPU codegen KeyError names an Inductor buffer whose number depends on the graph: 'buf4' in
+    the model, 'buf1' in the 7-op repro of the same bug. One signature, and a compile-time kind."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-index_put_mask-keyerror")
+    run = aoti_minify("run", launcher, "--events")
+    assert run.returncode == 0, run.stderr[-3000:]
+    whole = events_of(run)[-1].failure
+    assert whole.signature.exc_type == "KeyError" and whole.signature.kind == "compile_error"
+    session = Session.open(Options(launcher=launcher))
+    pool = session.pool(size=1)
+    try:
+        graph = pool.call(p.DescribeRequest()).graph
+        pool.call(p.ValuesRequest(path=session.layout.values))
+        nodes = graph.by_name()
+        mask = [n.name for n in graph.nodes if n.op in ("full", "arange", "unsqueeze", "index_put_", "softmax")]
+        masked_add = [n.name for n in graph.nodes if n.op == "add" and any(nodes[a].op == "index_put_" for a in n.args)]
+        [result] = pool.evaluate([p.QueryRequest(key="mask", kept=mask + masked_add, values_path=session.layout.values)],
+                                 lambda r: True)
+    finally:
+        pool.close()
+    small = result.outcome.error
+    assert small.signature.exc_type == "KeyError" and small.headline != whole.headline  # another buffer number
+    assert small.signature.matches(whole.signature), (small.headline, whole.headline)
+
+
+def test_an_exception_without_a_message_is_told_by_where_and_when_it_was_raised(dumps, tmp_path):
+    """torch.full with a complex fill value fails a bare `assert` in the C++ wrapper: `AssertionError: `."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-complex_full-assertion")
+    run = aoti_minify("run", launcher, "--events")
+    assert run.returncode == 0, run.stderr[-3000:]
+    signature = events_of(run)[-1].failure.signature
+    assert signature.exc_type == "AssertionError" and signature.kind == "compile_error"
+    assert signature.message == "(no message) raised in torch._inductor.codegen.cpp_wrapper_cpu.fill_args while compiling"
+    _, done = minify(launcher)
+    assert done.nodes == 1 and "aten.full.default" in graph_of(done.repro)
+    proc = subprocess.run([sys.executable, done.repro], capture_output=True, text=True, cwd=os.path.dirname(done.repro),
+                          timeout=600)
+    assert re.search(r"^torch\._inductor\.exc\.InductorError: AssertionError: $", proc.stderr, re.M), proc.stderr[-2000:]
+
+
+def sha(path: str) -> str:
+    return hashlib.sha1(open(path, "rb").read()).hexdigest()
+
+
+def test_a_level_one_repro_is_minified_without_overwriting_it(tmp_path):
+    """Repro level 1: PyTorch writes repro.py (command='run') into the cwd and its program into a run folder."""
+    repro = make_dump(str(tmp_path), repro_level=1)
+    assert repro == str(tmp_path / "repro.py") and "command='run'" in open(repro).read()
+    before = sha(repro)
+    proc, done = minify(repro)
+    assert sha(repro) == before and "left as it is" in proc.stderr
+    assert done.repro == str(tmp_path / "repro.minified" / "repro.py") and done.nodes == 1
+    assert repro_signature(done.repro).exc_type == "CppCompileError"
+    # our own repro.py is a launcher too; minifying it again writes beside it, into its own folder
+    again = aoti_minify("run", done.repro)
+    assert again.returncode == 0 and os.path.exists(tmp_path / "repro.minified" / "repro.minified" / "failure.json")
+
+
+def test_a_dump_written_before_compiling_on_another_machine_writes_only_where_it_is_now(dumps, tmp_path):
+    """Repro level 3 (the launcher written before compiling, for failures that kill the process), copied from
+    another machine: the launcher names its .pt2 and save_dir by the absolute paths of that machine."""
+    here = dumps.get(str(tmp_path / "orig"), repro_level=3)
+    run_dir = os.path.dirname(os.path.dirname(here))
+    moved = str(tmp_path / "moved" / "torch_compile_debug" / os.path.basename(run_dir))
+    shutil.copytree(run_dir, moved)
+    launcher = os.path.join(moved, "minifier", "minifier_launcher.py")
+    foreign = str(tmp_path / "their-machine" / "torch_compile_debug" / os.path.basename(run_dir))
+    text = open(launcher).read().replace(run_dir, foreign)
+    open(launcher, "w").write(text)
+    assert f"save_dir='{foreign}/minifier/checkpoints'" in text
+    shutil.rmtree(run_dir)
+    proc, done = minify(launcher)
+    assert not os.path.exists(tmp_path / "their-machine")
+    minifier = os.path.dirname(launcher)
+    assert all(e.path.startswith(minifier + os.sep) for e in events_of(proc) if isinstance(e, CheckpointEvent))
+    assert done.repro == os.path.join(minifier, "repro.py")
+    assert read_disk(launcher).checkpoint_nodes == done.nodes  # the language server reads the same folder
+    # the repro is portable: no path of either machine, and it runs from any folder
+    repro_text = open(done.repro).read()
+    assert not re.search(r"""['"](/|~)""", repro_text), re.findall(r""".*['"]/.*""", repro_text)
+    assert "os.environ['TORCHINDUCTOR_CACHE_DIR']" in open(launcher).read()
+    assert "os.environ['TORCHINDUCTOR_CACHE_DIR']" not in repro_text and "TORCHINDUCTOR_CACHE_DIR" in repro_text
+    assert "accuracy=False," in repro_text
+    away = copied_away(minifier, ["repro.py", "repro.pt2", "repro_standalone.py"], str(tmp_path / "away"))
+    for script in ("repro.py", "repro_standalone.py"):
+        assert repro_signature(os.path.join(away, script)).matches(done.signature)
+
+
+@pytest.mark.parametrize("flag, op", [("--strict-accuracy", "log1p"), ("--accuracy", "relu")])
+def test_strict_accuracy_parity_with_pytorch(dumps, tmp_path, flag, op):
+    """PyTorch's test_accuracy_vs_strict_accuracy: relu's and log1p's accuracy bugs both injected; only relu
+    changes the output, log1p changes a boolean mask. Strict accuracy ends at log1p, accuracy at relu."""
+    launcher = dumps.get(str(tmp_path), workload="toy-parity-relu_and_log1p-accuracy")
+    _, done = minify(launcher, flag)
+    graph = graph_of(done.repro).split("def forward")[1]
+    assert done.nodes == 1 and f"aten.{op}.default" in graph, graph
+    assert f"accuracy={flag.lstrip('-').replace('-', '_')!r}," in open(done.repro).read()
