@@ -220,7 +220,8 @@ def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.T
         raise ValueError("a candidate needs at least one compute node")
     read = [a for n in compute for a in n.all_input_nodes if a.name not in kept]
     read = list(dict.fromkeys(read))
-    conds = {n.name: rebuild(branches_of(n, _modules(flat)), kept) for n in compute if branches_of(n, _modules(flat))}
+    modules = _modules(flat)
+    conds = {n.name: rebuild(branches_of(n, modules), kept) for n in compute if branches_of(n, modules)}
     subgraphs = {attr: module for rebuilt in conds.values() for attr, module in rebuilt.modules.items()}
     graph = fx.Graph()
     env: dict[str, fx.Node] = {}
@@ -237,7 +238,7 @@ def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.T
     for qualified, source in (f for rebuilt in conds.values() for f in rebuilt.fed):
         placeholder = env[qualified] = graph.placeholder(fed_name(qualified))
         placeholder.meta = dict(source.meta)
-        inputs.append(_fed_value(qualified, source, values))
+        inputs.append(_concrete(qualified, source, values))
         fed.append(source)
     for node in read:
         if node.name in flat.params:
@@ -268,13 +269,6 @@ def _cond_copy(graph: fx.Graph, node: fx.Node, rebuilt: Rebuilt, env: dict[str, 
                              name=node.name)
     extra = [graph.call_function(operator.getitem, (cond, rebuilt.outputs + i)) for i in range(rebuilt.extra_outputs)]
     return cond, extra
-
-
-def _fed_value(qualified: str, source: fx.Node, values: dict[str, torch.Tensor]) -> torch.Tensor:
-    if qualified not in values:
-        raise KeyError(f"no concrete value for {qualified}")
-    val = source.meta.get("val")
-    return values[qualified].to(val.device if isinstance(val, torch.Tensor) else "cpu")
 
 
 @dataclass(frozen=True)
@@ -338,11 +332,15 @@ def dynamic_shapes(specs: list[dict[int, DimSpec] | None]) -> tuple | None:
 def _input_value(node: fx.Node, flat: FlatProgram, values: dict[str, torch.Tensor]) -> object:
     if node.name in flat.user_inputs:
         return flat.user_inputs[node.name]
-    if node.name not in values:
-        raise KeyError(f"no concrete value for {node.name}")
+    return _concrete(node.name, node, values)
+
+
+def _concrete(name: str, node: fx.Node, values: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The stored value of `node` (a main-graph or branch node, by `name`), on the device it ran on."""
+    if name not in values:
+        raise KeyError(f"no concrete value for {name}")
     val = node.meta.get("val")
-    device = val.device if isinstance(val, torch.Tensor) else "cpu"
-    return values[node.name].to(device)
+    return values[name].to(val.device if isinstance(val, torch.Tensor) else "cpu")
 
 
 def _set_attr(root: torch.nn.Module, target: str, tensor: object, kind: str) -> None:

@@ -6,6 +6,7 @@ Each fixture returns a fresh copy of a pristine dump, so tests may write into it
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import subprocess

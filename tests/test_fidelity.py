@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
+from conftest import aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
 from minifier import worker_protocol as p
 from minifier.events import CheckpointEvent
 from minifier.options import Options
