@@ -61,11 +61,11 @@ class NotRebuildable(Exception):
 def standalone_code(flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor], exact: bool) -> str:
     gm, inputs, dims = build_candidate(flat, kept, values)
     writer = _Writer(exact)
-    classes = writer.module_class("Repro", gm, top=True)
+    writer.module_class("Repro", gm, top=True)
     make_inputs = ["def make_inputs():", "    torch.manual_seed(1)", "    return ("]
     make_inputs += [f"        {writer.value(v)}," for v in inputs] + ["    )"]
     parts = [HELPERS[h].strip() for h in sorted(writer.helpers)]
-    parts += [*classes, "\n".join(make_inputs), _dims_code(dims)]
+    parts += [*writer.classes, "\n".join(make_inputs), _dims_code(dims)]
     return "\n\n\n".join([*writer.imports(), *parts]) + "\n"
 
 
@@ -76,8 +76,8 @@ class _Writer:
         self.globals: dict[str, object] = {}
         self.classes: list[str] = []
 
-    def module_class(self, name: str, gm: fx.GraphModule, top: bool = False) -> list[str]:
-        """The class for `gm` (after the classes of its subgraph modules, which it builds)."""
+    def module_class(self, name: str, gm: fx.GraphModule, top: bool = False) -> None:
+        """Add the class for `gm` to `classes`, after the classes of its subgraph modules."""
         init = ["    def __init__(self):", "        super().__init__()"]
         if top:
             init.append("        torch.manual_seed(0)")
@@ -93,7 +93,6 @@ class _Writer:
         self._note_globals(code.globals)
         forward = "\n".join("    " + ln if ln.strip() else "" for ln in code.src.strip().splitlines())
         self.classes.append("\n".join([f"class {name}(torch.nn.Module):", *init, "", forward]))
-        return self.classes
 
     def attribute(self, value: object, kind: str) -> str:
         if kind == "parameter":
@@ -116,7 +115,7 @@ class _Writer:
         if t.numel() <= INLINE_NUMEL:
             made = f"torch.tensor({dense.tolist()!r}, {meta})"
         elif self.exact or t.dtype == torch.bool or not (t.is_floating_point() or t.is_complex()):
-            made = self._exact_or_random(dense, shape, meta)
+            made = self._exact_or_random(dense, shape, meta, str(t.device))
         else:
             made = f"torch.randn({shape}, {meta})"
         if t.stride() != dense.stride():
@@ -124,12 +123,13 @@ class _Writer:
             made = f"_strided({made}, {tuple(t.stride())})"
         return made
 
-    def _exact_or_random(self, dense: torch.Tensor, shape: tuple, meta: str) -> str:
+    def _exact_or_random(self, dense: torch.Tensor, shape: tuple, meta: str, device: str) -> str:
+        """`dense` is on the CPU; `device` is where the tensor was."""
         size = dense.numel() * dense.element_size()
         if size <= EMBED_BYTES:
             self.helpers.add("_exact")
             data = base64.b64encode(dense.view(torch.uint8).numpy().tobytes()).decode()
-            return f"_exact({data!r}, {dense.dtype}, {shape}, {str(dense.device)!r})"
+            return f"_exact({data!r}, {dense.dtype}, {shape}, {device!r})"
         if self.exact:
             raise NotRebuildable(f"a tensor of {size} bytes is too large to embed")
         low, high = int(dense.min()), int(dense.max())  # random integers in the same range: indices stay valid
