@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from .artifacts import relocate_dump
 from .launcher import BadLauncher, read_launcher
-from .layout import CAPTURE_SUFFIX, DumpLayout, capture_name, launcher_glob
+from .layout import CAPTURE_SUFFIX, DumpLayout, capture_name, launcher_glob, run_folder
 from .procs import exit_text
 from .reporter import append_events, begin_event
 
@@ -75,15 +75,16 @@ class Snapshots:
 
     def _take(self, launcher: str) -> None:
         key = (launcher, _program_hash(launcher))
-        name = os.path.basename(os.path.dirname(os.path.dirname(self.taken[key]))) if key in self.taken \
-            else capture_name(DumpLayout.of(launcher).run_name, len(self.taken) + 1)
+        layout = DumpLayout.of(launcher)
+        name = DumpLayout.of(self.taken[key]).run_name if key in self.taken \
+            else capture_name(layout.run_name, len(self.taken) + 1)
+        target = os.path.join(run_folder(self.debug_dir, name), os.path.relpath(layout.launcher, layout.run_dir))
+        if key not in self.taken:  # before the launcher appears there, so that an editor never sees it unclaimed
+            append_events(DumpLayout.of(target).events_log, [begin_event("capture", target)])
         try:
-            snapshot = relocate_dump(launcher, self.debug_dir, name)
+            self.taken[key] = relocate_dump(launcher, self.debug_dir, name)
         except OSError:
             return  # the dump is being rewritten right now; the next poll sees its new version
-        if key not in self.taken:
-            self.taken[key] = snapshot
-            append_events(DumpLayout.of(snapshot).events_log, [begin_event("capture", snapshot)])
 
 
 def _program_hash(launcher: str) -> str:

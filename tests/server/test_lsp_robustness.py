@@ -108,44 +108,6 @@ async def test_run_folder_deleted_while_its_job_runs(tmp_path):
         assert await client.failures() == []
 
 
-async def test_client_without_progress_dynamic_registration_or_show_document(tmp_path):
-    ws = str(tmp_path / "ws")
-    launcher = fake_dump(ws)
-    folder = os.path.dirname(launcher)
-    repro = os.path.join(folder, "repro.py")
-    signature = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
-    python = fake_python(str(tmp_path / "python"), [
-        StartEvent(nodes=5, signature=signature, graph="def forward(self, x): ..."),
-        CandidateEvent(nodes=3, verdict="fails", seconds=1.0, queries=1),
-        CheckpointEvent(nodes=3, path=os.path.join(folder, "checkpoints", "3.py"), graph="g3", queries=1, seconds=1),
-        CheckpointEvent(nodes=1, path=os.path.join(folder, "checkpoints", "1.py"), graph="g1", queries=2, seconds=2),
-        DoneEvent(nodes=1, repro=repro, queries=2, seconds=2.5, start_nodes=5, signature=signature),
-    ], before=f"echo '# repro' > {repro}")
-    capabilities = types.ClientCapabilities(
-        workspace=types.WorkspaceClientCapabilities(
-            did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=False)),
-        window=types.WindowClientCapabilities(work_done_progress=False))
-    async with lsp_session(ws, settings={"trusted": True, "python": python}, capabilities=capabilities) as client:
-        await until(lambda: client.item(launcher), "discovery")
-        failure_id = client.item(launcher)["id"]
-        await client.command("aoti.minify", failure_id)
-        await until(lambda: client.state(launcher) == "minimized", "the minimized state")
-        item = client.item(launcher)
-        assert (item["nodesStart"], item["nodesNow"], item["queries"]) == (5, 1, 2)
-        assert item["repro"] == uri(repro) and item["message"] == "minimized: 5 -> 1 nodes, 2 queries, 2 s"
-        [diagnostic] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic")
-        assert diagnostic.severity == types.DiagnosticSeverity.Information
-        assert diagnostic.message == "minimal repro: 1 node, reproduces CppCompileError: " \
-                                     "'compile' was not declared in this scope"
-        assert (await client.content(item["graphUri"])).startswith("# 5 -> 3 -> 1 nodes, 2 queries, 2 s\n")
-        await client.command("aoti.openRepro", failure_id)
-        await until(lambda: any(uri(repro) in m.message for m in client.messages), "the repro location")
-        assert client.progress_reports == {} and client.registrations == [] and client.shown_documents == []
-        assert client.refreshes == []  # no textDocumentContent capability, no refresh requests
-        assert client.logged("cannot watch files")
-    assert processes_in(str(tmp_path)) == []
-
-
 async def test_graph_refreshes_and_progress_follow_checkpoints_in_order(tmp_path):
     ws = str(tmp_path / "ws")
     launcher = fake_dump(ws)
