@@ -125,7 +125,10 @@ async def test_graph_refreshes_and_progress_follow_checkpoints_in_order(tmp_path
         failure_id = client.item(launcher)["id"]
         await client.command("aoti.minify", failure_id)
         await until(lambda: client.state(launcher) == "minimized", "the minimized state")
-        assert [(u, t.splitlines()[0], t.splitlines()[-1]) for u, t in client.refreshes] == [
+        shrinks = [t for u, t in client.refreshes if u == f"aoti:/{failure_id}/shrink.md"]
+        assert len(shrinks) == 3 and "![shrink curve" in shrinks[-1] and "| 5.0 | 1 |" in shrinks[-1]
+        assert "| 3.0 | 2 |" in shrinks[-1] and "graph_1" in shrinks[-1]  # each checkpoint a point, then the graph
+        assert [(u, t.splitlines()[0], t.splitlines()[-1]) for u, t in client.refreshes if u.endswith("graph.py")] == [
             (f"aoti:/{failure_id}/graph.py", header, f"graph_{n}") for header, n in (
                 ("# 5 -> 4 nodes, 1 queries, 1 s", 4), ("# 5 -> 4 -> 2 nodes, 3 queries, 3 s", 2),
                 ("# 5 -> 4 -> 2 -> 1 nodes, 5 queries, 5 s", 1))]
