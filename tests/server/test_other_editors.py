@@ -5,6 +5,7 @@ user, in the standard LSP a generic client has. Torch-free fakes: seconds per te
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import socket
@@ -166,3 +167,42 @@ async def test_settings_are_pulled_per_workspace_folder(tmp_path):
         await client.command("aoti.minify", diagnostic.data["failureId"])
         await until(lambda: "--workers 7" in open(record).read(), "the re-pulled setting")
     shutil.rmtree(tmp_path / "a")
+
+
+async def test_a_minify_started_in_a_terminal_shows_live_and_its_curve_after_a_restart(tmp_path):
+    """What a terminal's `aoti-minify minify` appends to the events log reaches the view, the graph
+    document and the diagnostics while it runs; a server started later recalls the shrink curve."""
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    folder = os.path.dirname(launcher)
+    layout = DumpLayout.of(launcher)
+    repro = layout.repro_py
+    events = [StartEvent(nodes=5, signature=SIGNATURE, graph="graph_5"),
+              CheckpointEvent(nodes=3, path=layout.checkpoint_py(3), graph="graph_3", queries=2, seconds=1.5),
+              CheckpointEvent(nodes=1, path=layout.checkpoint_py(1), graph="graph_1", queries=4, seconds=3.0),
+              DoneEvent(nodes=1, repro=repro, queries=4, seconds=3.2, start_nodes=5, signature=SIGNATURE)]
+    parts = [write(str(tmp_path / f"part{i}"), encode_event(e) + "\n") for i, e in enumerate(events)]
+    begin = write(str(tmp_path / "begin"), encode_event(BeginEvent(
+        command="minify", pid=0, host=socket.gethostname(), started=0.0, launcher=launcher)) + "\n")
+    steps = "".join(f"cat {part} >> {layout.events_log}\nsleep 1.5\n" for part in parts[:-1])
+    terminal = fake_python(str(tmp_path / "aoti-minify"), [], before=(
+        f"mkdir -p {layout.work}\nsed 's/\"pid\":0/\"pid\":'$$'/' {begin} >> {layout.events_log}\nsleep 1\n{steps}"
+        f"echo '# repro' > {repro}\ncat {parts[-1]} >> {layout.events_log}\n"))
+    async with lsp_session(ws, settings={"trusted": True, "keepWarm": 0}) as client:
+        await until(lambda: client.item(launcher), "discovery")
+        failure_id = client.item(launcher)["id"]
+        process = await asyncio.create_subprocess_exec(terminal, "-m", "minifier", "minify", launcher, cwd=folder)
+        item = await until(lambda: client.item(launcher)["externalPid"] and client.item(launcher), "the terminal's run")
+        assert item["externalPid"] == process.pid and item["state"] == "minifying"
+        await until(lambda: any(t.splitlines()[-1] == "graph_3" for u, t in client.refreshes), "the live graph")
+        assert (await client.code_actions(uri(launcher), client.diagnostics[uri(launcher)]))[1].title == \
+            f"Stop aoti-minify (pid {process.pid})"
+        [on_repro] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic", timeout=30)
+        assert on_repro.message.startswith("minimal repro: 1 node")
+        item = await until(lambda: client.item(launcher)["state"] == "minimized" and client.item(launcher), "the end")
+        assert item["externalPid"] is None and (item["nodesStart"], item["nodesNow"]) == (5, 1)
+        await process.wait()
+    async with lsp_session(ws, settings={"keepWarm": 0}) as client:  # later: the curve is still there
+        await until(lambda: client.item(launcher), "discovery")
+        shrink = await client.content(f"aoti:/{failure_id}/shrink.md")
+        assert "data:image/svg+xml;base64," in shrink and "| 1.5 | 3 |" in shrink and "| 3.0 | 1 |" in shrink
