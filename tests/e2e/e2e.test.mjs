@@ -301,9 +301,13 @@ test('a minify started in a terminal shows live; shrink curve; bug report; captu
 
     // 4. Capture: the script's code lens, then the command; the failure reaches the tree as it is dumped.
     await page.keyboard.press('Escape');
+    await page.locator('.editor-group-container.active .monaco-editor').first().click();
     await page.keyboard.press('Control+P');
-    await page.locator('.quick-input-widget input').fill('train.py');
-    await page.keyboard.press('Enter');
+    const quickOpen = page.locator('.quick-input-widget input');
+    await quickOpen.waitFor({ state: 'visible', timeout: 10_000 });
+    await quickOpen.fill('train.py');
+    await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'train.py' }).first().click({ timeout: 20_000 });
+    await h.until('train.py to open', async () => /train\.py/.test(await h.activeTabTitle(page)), { timeout: 30_000 });
     const lens = page.locator('.codelens-decoration', { hasText: 'Capture AOTI failures of this script' }).first();
     await lens.waitFor({ timeout: 60_000 });
     await h.shot(page, '18-capture-code-lens');
