@@ -141,15 +141,27 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
     return "\n".join(lines)
 
 
+_FALLBACK = "# This graph could not be rebuilt as plain PyTorch code"
+
+
 def render_standalone_fallback(reason: str, header: list[str]) -> str:
     """Where the graph cannot be written as code: say so, and run repro.py beside this file."""
     return "\n".join([
         *(f"# {h}" for h in header), "#",
-        f"# This graph could not be rebuilt as plain PyTorch code ({reason}); this file runs repro.py",
+        f"{_FALLBACK} ({reason}); this file runs repro.py",
         "# (with its repro.pt2) from the same folder instead.", "",
         "import os", "import runpy", "import sys", "",
         f"print({('repro_standalone.py: ' + reason + '; running repro.py instead')!r}, file=sys.stderr)",
         f"runpy.run_path(os.path.join({HERE}, {REPRO_PY!r}), run_name='__main__')", ""])
+
+
+def rebuilt_standalone(layout: DumpLayout) -> str | None:
+    """repro_standalone.py when it holds the graph as code (not the fallback that runs repro.py)."""
+    try:
+        with open(layout.repro_standalone, encoding="utf-8") as f:
+            return None if _FALLBACK in f.read() else layout.repro_standalone
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _settings(spec: LauncherSpec, imports: list[str]) -> list[str]:

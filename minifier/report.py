@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .artifacts import read_repro_graph
+from .artifacts import read_repro_graph, rebuilt_standalone
 from .events import DoneEvent, EventsTail, Failure, last_run, load_failure
 from .launcher import LauncherSpec, read_launcher
 from .layout import DumpLayout
@@ -113,7 +113,7 @@ def _config(spec: LauncherSpec, env: dict[str, Any]) -> list[str]:
 
 
 def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env: dict[str, Any]) -> str:
-    repro = layout.repro_standalone if os.path.isfile(layout.repro_standalone) else layout.repro_py
+    repro = rebuilt_standalone(layout) or layout.repro_py
     with open(repro, encoding="utf-8") as f:
         repro_text = f.read()
     graph = read_repro_graph(layout.repro_py) or "(repro.py holds no readable graph)"

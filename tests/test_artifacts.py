@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from minifier.artifacts import (OutputError, prepare, read_repro_graph, relocate_dump, render_repro,
-                                render_standalone_fallback, write_repro)
+                                rebuilt_standalone, render_standalone_fallback, write_repro)
 from minifier.launcher import ConfigAssignment, LauncherSpec
 from minifier.layout import DumpLayout
 
@@ -66,6 +66,10 @@ def test_the_standalone_fallback_says_why_and_runs_repro_py(tmp_path):
                           cwd=str(tmp_path.parent))
     assert "a tensor of 9 GB; running repro.py instead" in proc.stderr
     assert proc.stderr.rstrip().endswith("RuntimeError: the same failure")
+    layout = DumpLayout.of(str(tmp_path / "minifier_launcher.py"))
+    assert rebuilt_standalone(layout) is None  # the bug report then shows repro.py, and asks for repro.pt2
+    (tmp_path / "repro_standalone.py").write_text("class Repro(torch.nn.Module): ...\n")
+    assert rebuilt_standalone(layout) == str(tmp_path / "repro_standalone.py")
 
 
 def test_refuses_outputs_that_would_overwrite_the_input(tmp_path):
