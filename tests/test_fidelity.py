@@ -84,6 +84,17 @@ def test_torch_cond_and_its_branches_shrink(dumps, tmp_path):
     assert repro_signature(standalone).matches(done.signature)
 
 
+def test_a_while_loop_minifies_as_a_unit_with_its_subgraphs(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), model="looped")
+    _, done = minify(launcher)
+    main = graph_of(done.repro).split("def forward")[1]
+    assert "torch.ops.higher_order.while_loop" in main and "linear" not in main and "sigmoid" not in main, main
+    assert repro_signature(done.repro).matches(done.signature)
+    standalone = done.repro.replace("repro.py", "repro_standalone.py")
+    assert "class WhileLoopBodyGraph0(torch.nn.Module)" in open(standalone).read()
+    assert repro_signature(standalone).matches(done.signature)
+
+
 def test_inductor_buffer_names_do_not_split_one_real_bug(dumps, tmp_path):
     """torch 2.13's CPU codegen KeyError names an Inductor buffer whose number depends on the graph: 'buf4' in
     the model, 'buf1' in the 7-op repro of the same bug. One signature, and a compile-time kind."""

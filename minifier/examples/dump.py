@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 BUGS = ("compile_error", "runtime_error", "accuracy")
-TOY_MODELS = ("seed", "residual", "parity", "selected")  # models.TOY_MODELS, without importing torch here
+TOY_MODELS = ("seed", "residual", "parity", "selected", "looped")  # models.TOY_MODELS, without importing torch here
 
 
 def main(argv: list[str] | None = None) -> int:

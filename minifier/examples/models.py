@@ -65,7 +65,23 @@ class Selected(nn.Module):
         return torch.relu(h[h > 0.1]).sum() + h.sum()
 
 
-TOY_MODELS = ("seed", "residual", "parity", "selected")
+class Looped(nn.Module):
+    """Linear, then a torch while_loop whose body holds the only ReLU, then Sigmoid: a higher-order op
+    minified as a unit with its subgraphs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(10, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch._higher_order_ops.while_loop import while_loop
+
+        start = (torch.zeros((), dtype=torch.int64, device=x.device), self.fc(x))
+        _, h = while_loop(lambda i, h: i < 3, lambda i, h: (i + 1, torch.relu(h) * 0.5), start)
+        return torch.sigmoid(h)
+
+
+TOY_MODELS = ("seed", "residual", "parity", "selected", "looped")
 
 
 def build(name: str, blocks: int = 6) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -78,4 +94,6 @@ def build(name: str, blocks: int = 6) -> tuple[nn.Module, tuple[torch.Tensor, ..
         return Parity(), (torch.randn(20),)
     if name == "selected":
         return Selected(), (torch.randn(8, 10),)
+    if name == "looped":
+        return Looped(), (torch.randn(8, 10),)
     raise ValueError(f"unknown example model {name!r} ({', '.join(TOY_MODELS)})")
