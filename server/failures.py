@@ -183,8 +183,8 @@ class FailureRecord:
             self.history, self.graph, self.queries, self.seconds = [], None, 0, 0.0
             self.nodes_start = self.nodes_now = self.failure.nodes if self.failure else None
 
-    def apply(self, event: Event) -> bool:
-        """Fold one event in; True when graph.py changed (a new smallest graph)."""
+    def apply(self, event: Event) -> None:
+        """Fold one event in."""
         if isinstance(event, FailureEvent):
             self.failure, self.signature = event.failure, event.failure.signature
             self.state, self.message = "reproduced", f"reproduced in {event.failure.seconds:.0f} s"
@@ -205,7 +205,6 @@ class FailureRecord:
             self.queries = max(self.queries or 0, event.queries)
             self.seconds = max(self.seconds or 0.0, event.seconds)
             self.message = self.progress_line()
-            return True
         elif isinstance(event, DoneEvent):
             self.nodes_start = event.start_nodes or self.nodes_start
             self.nodes_now, self.queries, self.seconds = event.nodes, event.queries, event.seconds
@@ -221,7 +220,6 @@ class FailureRecord:
                                                                      if event.checkpoint else "")
         elif isinstance(event, ErrorEvent):
             self.message = event.message
-        return False
 
     def item(self) -> FailureItem:
         kernel = self.kernel_name

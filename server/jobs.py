@@ -24,7 +24,7 @@ from minifier.wire import WireError
 
 from .failures import FailureRecord
 from .feature import Feature
-from .protocol import RUNNING_STATES, graph_uri
+from .protocol import RUNNING_STATES
 
 if TYPE_CHECKING:
     from .protocol import Settings
@@ -265,8 +265,7 @@ class Jobs(Feature):
             job.error = event.message
         if job.kind == "minify":  # the minifier only reports its clock at checkpoints
             record.seconds = max(record.seconds or 0.0, round(time.monotonic() - job.started, 1))
-        if record.apply(event):
-            self.ls.documents.refresh(graph_uri(record.id))
+        record.apply(event)
         self._report_progress(job, record)
         self.ls.changed()
 

@@ -59,6 +59,7 @@ class AotiLanguageServer(LanguageServer):
         self.features: list[Feature] = [self.jobs, self.discovery, self.documents, Hover(self), Actions(self),
                                         Diagnostics(self), FailureList(self)]
         self._flush_pending = False
+        self.shutting_down = False  # the client asked for shutdown: answer, but ask it nothing more
 
     def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
         self.window_log_message(types.LogMessageParams(type=level, message=message))
@@ -151,6 +152,7 @@ def create_server() -> AotiLanguageServer:
 
     @ls.feature(types.SHUTDOWN)
     async def shutdown(params: None) -> None:
+        ls.shutting_down = True
         for feature in ls.features:
             await feature.shutdown()
 
