@@ -9,7 +9,8 @@
           failure.json                             `run`: what failed, and where
           checkpoints/<N>.py + <N>.pt2             `minify`: each smaller failing graph
           repro.py + repro.pt2                     `minify`: the last checkpoint
-          aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/
+          aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/,
+                                                   and `lock`: which run works on the dump now (minifier.lock)
 
 Paths only, no file is touched: the CLI, capture and the language server all name these files here.
 """
@@ -32,6 +33,7 @@ FAILURE_JSON = "failure.json"
 REPRO_PY = "repro.py"
 SCRATCH = "aoti-lens-work"
 PACKAGES = "packages"  # inside SCRATCH: the workers' compiled candidates, each removed once it has run
+LOCK = "lock"  # inside SCRATCH
 _CHECKPOINT = re.compile(r"(\d+)\.py")
 
 
@@ -90,6 +92,14 @@ class DumpLayout:
     @property
     def work(self) -> str:
         return os.path.join(self.root, SCRATCH)
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.work, LOCK)
+
+    @property
+    def packages(self) -> str:
+        return os.path.join(self.work, PACKAGES)
 
     @property
     def values(self) -> str:
