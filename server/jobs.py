@@ -2,8 +2,10 @@
 
 Each child runs in its own process group (start_new_session), so cancelling is one SIGTERM to the
 group (the minifier then writes repro.py from its best checkpoint, prints `cancelled` and exits
-130), then SIGKILL if it has not stopped after a grace period. Nothing a child prints or does can
-take the server down: bad lines are logged and skipped, a crash becomes the failure's `error` state.
+130), then SIGKILL if it has not stopped after a grace period. A child is told the server's pid
+(`--owner`) and cancels itself the same way when the server dies, however it dies: no minifier,
+worker or fork server outlives the editor. Nothing a child prints or does can take the server
+down: bad lines are logged and skipped, a crash becomes the failure's `error` state.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ _EXIT_REASONS: dict[int, str] = {
     ExitCode.BAD_INPUT: "bad input",
     ExitCode.ENVIRONMENT: "environment problem",
     ExitCode.INTERNAL: "internal error in aoti-minify",
+    ExitCode.BUSY: "another aoti-minify works on this dump",
 }
 
 
@@ -188,6 +191,8 @@ class Jobs(Feature):
         jobs look for): the interpreter, the GPUs, how long workers stay warm."""
         settings = self.ls.settings
         argv = [settings.python, "-m", "minifier", command, launcher]
+        if command != "warm":  # a killed server must leave no minifier running (a warm fork server ends too)
+            argv += ["--owner", str(os.getpid())]
         if settings.devices:
             argv += ["--devices", settings.devices]
         if settings.keep_warm:
