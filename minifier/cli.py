@@ -203,7 +203,7 @@ def _stop_with(owner: int) -> None:
     is_parent = os.getppid() == owner
 
     def watch() -> None:
-        while os.getppid() == owner if is_parent else alive(owner):
+        while (os.getppid() == owner) if is_parent else alive(owner):
             time.sleep(0.5)
         os.kill(os.getpid(), signal.SIGTERM)
 

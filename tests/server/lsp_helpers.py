@@ -83,6 +83,11 @@ class AotiClient(LanguageClient):
         return await until(lambda: [t for t in self.refreshed(doc_uri) if f"\n# {state}:" in t]
                            and self.refreshed(doc_uri), f"a refresh of {doc_uri} showing {state}", timeout)
 
+    def minified_nodes(self, doc_uri: str) -> list[int]:
+        """The node count each refresh of a graph document showed while its failure was minified."""
+        texts = [t for t in self.refreshed(doc_uri) if re.match(r"[^\n]*\n# (minifying|minimized):", t)]
+        return [int(re.match(r"# (?:\d+ -> )*(\d+) nodes", t)[1]) for t in texts]
+
     def logged(self, pattern: str) -> list[re.Match[str]]:
         return [m for m in (re.search(pattern, p.message) for p in self.log_messages) if m]
 
