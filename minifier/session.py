@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from . import worker_protocol as p
 from .artifacts import output_error, prepare, recover
-from .events import Failure, load_failure
+from .events import Command, Failure, load_failure
 from .launcher import LauncherSpec, read_launcher
 from .layout import DumpLayout
 from .lock import DumpLock
@@ -36,15 +36,18 @@ class Session:
         return cls(options=options, spec=spec, layout=layout, accuracy=accuracy)
 
     @contextlib.contextmanager
-    def exclusive(self, command: str, reporter: Reporter) -> Iterator[None]:
+    def exclusive(self, command: Command, reporter: Reporter) -> Iterator[None]:
         """Hold the dump's lock for a whole `run` or `minify` (minifier.lock); DumpBusy if another run
-        holds it. What a killed earlier run left half-written is removed first, and said."""
+        holds it. Only then do the run's events go to the dump's events log too (a run refused must not
+        look, to an editor tailing it, like one that failed), and what a killed earlier run left
+        half-written is removed, and said."""
         lock = DumpLock(self.layout.lock)
         try:
             killed = lock.acquire(command)
         except OSError as e:
             raise output_error(self.layout.lock, e) from e
         try:
+            reporter.record_to(self.layout.events_log, command, self.spec.path)
             removed = recover(self.layout)
             if killed is not None:
                 reporter.log(f"the previous run on this dump, {killed.describe()}, was killed before it ended; "
