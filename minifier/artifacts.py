@@ -5,13 +5,18 @@ Everything goes inside the failure's own `minifier/` folder (or `--output-dir`):
 checkpoints silently load the newest graph), the final repro.py + repro.pt2, and a scratch folder.
 Checkpoints and repro.py use PyTorch's own `run_repro` format: they run with plain torch, and
 `python repro.py minify` hands them to PyTorch's minifier if anyone wants to compare.
-Torch-free.
+
+Every file is written beside itself as `<name>.tmp` and renamed into place, a checkpoint's program
+before its script: a run killed, or a disk filling up, mid-write leaves the previous version whole
+and at most a `.tmp` file, which the next run on the dump removes (`recover`). Torch-free.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import zipfile
 
 from . import wire
 from .events import Failure
@@ -19,8 +24,26 @@ from .launcher import HERE, LauncherSpec
 from .layout import REPRO_PY, SCRATCH, DumpLayout, checkpoint_nodes, program_of, run_folder
 
 
+TMP = ".tmp"
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+# The first line of a repro.py written by a minification that was stopped before its end.
+STOPPED_MARK = "# aoti-lens: the minification was stopped here: this is its best checkpoint, not yet a minimal repro"
+
+
 class OutputError(OSError):
     """The output folder cannot be written."""
+
+
+class DiskFull(OutputError):
+    """The output folder's disk (or quota) is full."""
+
+
+def output_error(path: str, error: OSError) -> OutputError:
+    if error.errno in _FULL:
+        return DiskFull(f"cannot write {path}: {error.strerror} (free some space, or pass --output-dir DIR); "
+                        "the checkpoints written so far are intact")
+    return OutputError(f"cannot write {path}: {error.strerror} (read-only debug folder? pass --output-dir DIR "
+                       "to write the minifier's outputs elsewhere)")
 
 
 def prepare(layout: DumpLayout, inputs: list[str]) -> None:
@@ -34,7 +57,8 @@ def prepare(layout: DumpLayout, inputs: list[str]) -> None:
         try:
             os.makedirs(folder, exist_ok=True)
         except OSError as e:
-            raise OutputError(f"cannot create {folder}: {e.strerror}") from e
+            hint = "" if e.errno == errno.ENOENT else "; pass --output-dir DIR to write the minifier's outputs elsewhere"
+            raise (DiskFull if e.errno in _FULL else OutputError)(f"cannot create {folder}: {e.strerror}{hint}") from e
         if not os.access(folder, os.W_OK):
             raise OutputError(f"{folder} is not writable (read-only debug folder?); "
                               "pass --output-dir DIR to write the minifier's outputs elsewhere")
@@ -46,6 +70,32 @@ def clean_scratch(layout: DumpLayout) -> None:
         os.remove(layout.values)
     except OSError:
         pass
+
+
+def complete_checkpoint(script: str) -> bool:
+    """A checkpoint (or repro.py) whose program is whole: a .pt2 is a zip archive, and a cut one has no
+    central directory at its end."""
+    return os.path.isfile(script) and zipfile.is_zipfile(program_of(script))
+
+
+def recover(layout: DumpLayout) -> list[str]:
+    """Before a run, with the dump's lock held: remove what an earlier run killed mid-write left behind
+    (`.tmp` files, checkpoints whose program is cut short, the scratch folder's candidates and
+    packages). Returns the files that were outputs, for the log."""
+    removed = []
+    for folder in (layout.root, layout.checkpoints):
+        for name in _listdir(folder):
+            path = os.path.join(folder, name)
+            if name.endswith(TMP) and _remove(path):
+                removed.append(path)
+    for name in _listdir(layout.checkpoints):
+        path = os.path.join(layout.checkpoints, name)
+        if checkpoint_nodes(name) is not None and not complete_checkpoint(path):
+            removed += [p for p in (path, program_of(path)) if _remove(p)]
+    for folder in (layout.candidates, layout.packages):
+        for name in _listdir(folder):
+            _remove(os.path.join(folder, name))
+    return removed
 
 
 def relocate_dump(launcher: str, dest: str, name: str | None = None) -> str:
@@ -69,27 +119,40 @@ def write_failure(layout: DumpLayout, failure: Failure) -> str:
 def write_checkpoint(layout: DumpLayout, spec: LauncherSpec, accuracy: str, nodes: int, pt2: str,
                      graph_code: str, header: list[str], imports: list[str]) -> str:
     path = layout.checkpoint_py(nodes)
-    shutil.copyfile(pt2, program_of(path))
+    _copy(pt2, program_of(path))
     write_text(path, render_repro(spec, os.path.basename(program_of(path)), accuracy, graph_code, header, imports))
     return path
 
 
-def write_repro(layout: DumpLayout, checkpoint_py: str) -> str:
-    """repro.py is the last checkpoint, renamed so that it finds its own repro.pt2."""
-    shutil.copyfile(program_of(checkpoint_py), layout.repro_pt2)
+def write_repro(layout: DumpLayout, checkpoint_py: str, stopped: bool = False) -> str:
+    """repro.py is the last checkpoint, renamed so that it finds its own repro.pt2; `stopped` marks
+    the best checkpoint of a minification that did not reach its end."""
+    _copy(program_of(checkpoint_py), layout.repro_pt2)
     with open(checkpoint_py, encoding="utf-8") as f:
         text = f.read()
     text = text.replace(_pt2_line(os.path.basename(program_of(checkpoint_py))),
                         _pt2_line(os.path.basename(layout.repro_pt2)))
-    write_text(layout.repro_py, text)
+    write_text(layout.repro_py, f"{STOPPED_MARK}\n{text}" if stopped else text)
     return layout.repro_py
 
 
+def repro_stopped(path: str) -> bool:
+    """Whether repro.py is a stopped minification's best checkpoint rather than its end."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.readline().rstrip("\n") == STOPPED_MARK
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
 def copy_repro(layout: DumpLayout, destination: str) -> str:
-    os.makedirs(destination, exist_ok=True)
+    try:
+        os.makedirs(destination, exist_ok=True)
+    except OSError as e:
+        raise output_error(destination, e) from e
     for path in (layout.repro_py, layout.repro_pt2, layout.repro_standalone):
         if os.path.exists(path):
-            shutil.copyfile(path, os.path.join(destination, os.path.basename(path)))
+            _copy(path, os.path.join(destination, os.path.basename(path)))
     return os.path.join(destination, os.path.basename(layout.repro_py))
 
 
@@ -204,7 +267,41 @@ def _pt2_line(pt2_name: str) -> str:
 
 
 def write_text(path: str, text: str) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+    _atomically(path, write)
+
+
+def _copy(source: str, path: str) -> None:
+    with open(source, "rb") as src:  # opened first: a missing source is no fault of the output folder
+
+        def write(tmp: str) -> None:
+            with open(tmp, "wb") as f:
+                shutil.copyfileobj(src, f)
+        _atomically(path, write)
+
+
+def _atomically(path: str, write) -> None:
+    tmp = path + TMP
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        _remove(tmp)
+        raise output_error(path, e) from e
+
+
+def _listdir(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def _remove(path: str) -> bool:
+    try:
+        os.remove(path)
+        return True
+    except OSError:
+        return False

@@ -7,14 +7,18 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import traceback
 
-from .artifacts import OutputError
+from .artifacts import DiskFull, OutputError
 from .devices import default_devices, default_workers
 from .events import EXIT_MEANINGS, KEEP_WARM_SECONDS, ErrorEvent, ExitCode, ReportEvent, error_code, exit_code
 from .launcher import BadLauncher
+from .lock import DumpBusy
 from .options import Options
 from .pool import PoolError
+from .procs import alive
 from .reporter import Reporter
 from .session import Session
 
@@ -56,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--output-dir", default=None, help="write outputs here instead of the launcher's folder")
         sub.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                          help="import MODULE in every worker first (libraries that register custom ops)")
+        sub.add_argument("--owner", type=int, default=None, metavar="PID",
+                         help="stop, as when cancelled, once process PID is gone (the language server passes its "
+                              "own, so that a killed editor leaves no minifier behind)")
         accuracy = sub.add_mutually_exclusive_group()
         accuracy.add_argument("--accuracy", dest="accuracy", action="store_const", const="accuracy", default=None,
                               help="fail on fp64-checked accuracy divergence (AccuracyError)")
@@ -114,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)
     args = build_parser().parse_args(argv)
+    if getattr(args, "owner", None):
+        _stop_with(args.owner)
     if args.command == "demo":
         return demo(args)
     if args.command == "capture":
@@ -142,32 +151,16 @@ def warm(options: Options) -> int:
 def execute(command: str, options: Options) -> int:
     reporter = Reporter(options.events)
     from . import minify as minify_mod
-    from .reproduce import reproduce
     try:
         session = Session.open(options)
-        reporter.record_to(session.layout.events_log, command, session.spec.path)
-        if session.layout.root != session.layout.minifier_dir:
-            reporter.say(f"outputs go to {session.layout.root} ({session.spec.path} is left as it is)")
-        if command == "run":
-            failure = reproduce(session, reporter)
-            if failure is None:
-                return _fail(reporter, ExitCode.DID_NOT_FAIL, "the program does not fail here"
-                             + (f" with an error matching {session.check_str!r}" if session.check_str else ""))
-            reporter.result(f"reproduced: {failure.signature.describe()}")
-            if failure.kernel and failure.kernel.file:
-                reporter.result(f"kernel: {failure.kernel.name or '?'} at {failure.kernel.file}:{failure.kernel.line}")
-            for line in failure.model_lines:
-                reporter.result(f"model: {line.file}:{line.line} ({line.node})")
-            reporter.result(f"wrote {session.layout.failure_json}")
-            return ExitCode.OK
-        done = minify_mod.minify(session, reporter)
-        reporter.result(f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
-                        f"{done.seconds:.1f} s; reproduces {done.signature.describe() if done.signature else 'the failure'}")
-        reporter.result(f"repro: {done.repro}")
-        reporter.result(f"standalone: {session.layout.repro_standalone}")
-        return ExitCode.OK
+        with session.exclusive(command, reporter):
+            return _execute(command, session, reporter)
     except KeyboardInterrupt:
         return ExitCode.CANCELLED
+    except DumpBusy as e:
+        return _fail(reporter, ExitCode.BUSY, str(e))
+    except DiskFull as e:
+        return _fail(reporter, ExitCode.ENVIRONMENT, str(e))
     except (BadLauncher, OutputError) as e:
         return _fail(reporter, ExitCode.BAD_INPUT, str(e))
     except minify_mod.DoesNotFail as e:
@@ -184,6 +177,31 @@ def execute(command: str, options: Options) -> int:
         reporter.close()
 
 
+def _execute(command: str, session: Session, reporter: Reporter) -> int:
+    from . import minify as minify_mod
+    from .reproduce import reproduce
+    if session.layout.root != session.layout.minifier_dir:
+        reporter.say(f"outputs go to {session.layout.root} ({session.spec.path} is left as it is)")
+    if command == "run":
+        failure = reproduce(session, reporter)
+        if failure is None:
+            return _fail(reporter, ExitCode.DID_NOT_FAIL, "the program does not fail here"
+                         + (f" with an error matching {session.check_str!r}" if session.check_str else ""))
+        reporter.result(f"reproduced: {failure.signature.describe()}")
+        if failure.kernel and failure.kernel.file:
+            reporter.result(f"kernel: {failure.kernel.name or '?'} at {failure.kernel.file}:{failure.kernel.line}")
+        for line in failure.model_lines:
+            reporter.result(f"model: {line.file}:{line.line} ({line.node})")
+        reporter.result(f"wrote {session.layout.failure_json}")
+        return ExitCode.OK
+    done = minify_mod.minify(session, reporter)
+    reporter.result(f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
+                    f"{done.seconds:.1f} s; reproduces {done.signature.describe() if done.signature else 'the failure'}")
+    reporter.result(f"repro: {done.repro}")
+    reporter.result(f"standalone: {session.layout.repro_standalone}")
+    return ExitCode.OK
+
+
 def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:
     reporter.emit(ErrorEvent(code=error_code(code), message=message))
     reporter.say(f"error: {message}")
@@ -192,6 +210,19 @@ def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:
 
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
+
+
+def _stop_with(owner: int) -> None:
+    """Cancel this run (SIGTERM: repro.py from the best checkpoint) once process `owner` is gone. When
+    it is the parent, reparenting says so at once, even before the dead owner is reaped."""
+    is_parent = os.getppid() == owner
+
+    def watch() -> None:
+        while (os.getppid() == owner) if is_parent else alive(owner):
+            time.sleep(0.5)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, daemon=True, name="owner-watch").start()
 
 
 def capture(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ class ExitCode(enum.IntEnum):
     BAD_INPUT = 3
     ENVIRONMENT = 4
     INTERNAL = 5
+    BUSY = 6
     CANCELLED = 130
 
 
@@ -45,13 +46,14 @@ EXIT_MEANINGS = {
     ExitCode.DID_NOT_FAIL: "the program does not fail (with the expected error) here",
     ExitCode.USAGE: "usage error",
     ExitCode.BAD_INPUT: "bad input: not an AOTI launcher, missing or corrupt .pt2, unwritable output folder",
-    ExitCode.ENVIRONMENT: "environment: no C++ compiler, no torch in this interpreter, workers cannot start",
+    ExitCode.ENVIRONMENT: "environment: no C++ compiler, no torch in this interpreter, workers cannot start, disk full",
     ExitCode.INTERNAL: "internal error (a bug in aoti-lens; the message says where the logs are)",
+    ExitCode.BUSY: "another aoti-minify works on this dump (the message names its pid); nothing was touched",
     ExitCode.CANCELLED: "cancelled (SIGINT/SIGTERM); the best checkpoint so far is kept as repro.py",
 }
 
 # An `error` event's code: the ExitCode that the command ends with, by name in lower case.
-ErrorCode = Literal["did_not_fail", "usage", "bad_input", "environment", "internal"]
+ErrorCode = Literal["did_not_fail", "usage", "bad_input", "environment", "internal", "busy"]
 
 
 def error_code(code: ExitCode) -> ErrorCode:

@@ -21,12 +21,15 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import select
 import selectors
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
+from collections.abc import Callable
 
 from . import fork_protocol as fp
 from .procs import SERVER_NAME, alive, kill_worker, name_process, peer_uid
@@ -260,12 +263,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.name and listener is None:
         return 0
     server = Server(listener, args.idle, args.owner)
+    if args.fd is not None:
+        hangup = select.poll()
+        hangup.register(args.fd, 0)  # no events asked for: poll reports a hang-up whatever the mask
+        _exit_when(server, lambda: bool(hangup.poll(1000)))
+    elif args.owner:
+        _exit_when(server, lambda: time.sleep(1) or not alive(args.owner))
     first, *rest = _PRELOAD
     server.load(first)
     if args.fd is not None:
         server.add(socket.socket(fileno=args.fd))
     server.serve(rest)
     return 0
+
+
+def _exit_when(server: Server, gone: Callable[[], bool]) -> None:
+    """The serving loop sees its driver (private) or its owner (shared) go only between imports,
+    which take seconds: a thread watches meanwhile and ends this process and its workers at once."""
+    def watch() -> None:
+        while not gone():
+            pass
+        for pid in list(server.children):
+            kill_worker(pid)
+        os._exit(0)
+
+    threading.Thread(target=watch, daemon=True, name="owner-watch").start()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ Torch-free: the language server reads launchers with this module too.
 from __future__ import annotations
 
 import ast
+import errno
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -103,7 +104,11 @@ def find_launcher(path: str) -> str:
             return os.path.abspath(found)
         raise BadLauncher(f"{path}: no {MINIFIER}/{LAUNCHER} in this folder")
     if not os.path.isfile(path):
-        raise BadLauncher(f"{path}: no such file")
+        try:
+            os.stat(path)
+        except OSError as e:  # say why: a loop of symbolic links, a folder that may not be entered
+            raise BadLauncher(f"{path}: no such file" if e.errno == errno.ENOENT else f"{path}: {e.strerror}") from e
+        raise BadLauncher(f"{path}: not a file")
     return os.path.abspath(path)
 
 

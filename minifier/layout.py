@@ -13,6 +13,7 @@
           report.md                                `report`: a PyTorch bug report of the repro
           aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/
             events.jsonl                             every run's events, appended (the editor tails it)
+            lock                                     which run works on the dump now (minifier.lock)
       run_<time>-pid_<pid>.capture<N>/           `capture`: a snapshot of that run folder's dump
 
     <folder>/repro.py                            any other launcher: PyTorch's level-1 repro.py (in the
@@ -47,6 +48,7 @@ CAPTURE_SUFFIX = ".capture"
 MINIFIED = ".minified"  # suffix of the output folder of a launcher not named LAUNCHER
 SCRATCH = "aoti-lens-work"
 PACKAGES = "packages"  # inside SCRATCH: the workers' compiled candidates, each removed once it has run
+LOCK = "lock"  # inside SCRATCH
 _CHECKPOINT = re.compile(r"(\d+)\.py")
 
 
@@ -121,6 +123,14 @@ class DumpLayout:
         """Where every `run`, `minify` and `capture` of this dump appends its events, for an editor that
         did not start it (the language server tails it)."""
         return os.path.join(self.work, EVENTS_LOG)
+
+    @property
+    def lock(self) -> str:
+        return os.path.join(self.work, LOCK)
+
+    @property
+    def packages(self) -> str:
+        return os.path.join(self.work, PACKAGES)
 
     @property
     def values(self) -> str:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from . import worker_protocol as p
 from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
 from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
-from .pool import Pool, Result
+from .pool import Pool, Result, WorkerLost
 from .provenance import kernel_slices, read_kernel_source, resolve_kernel
 from .rebuild import write_standalone
 from .reporter import Reporter
@@ -159,13 +159,11 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
     progress: Progress | None = None
     try:
         graph = pool.call(p.DescribeRequest()).graph
-        values = pool.call(p.ValuesRequest(path=session.layout.values))
-        if values.error:
-            reporter.log(f"{values.error}; later nodes are only removed together with their users", "warning")
+        values = stored_values(session, pool, reporter)
         order = graph.compute_nodes()
         progress = Progress(start_nodes=len(order), nodes=len(order))
         args = {n.name: n.args for n in graph.nodes if n.kind == "compute"}
-        space = Space(order=order, closure=make_closure(args, set(values.stored)))
+        space = Space(order=order, closure=make_closure(args, set(values)))
         oracle = PoolOracle(session, pool, reporter, progress, whole=space.whole)
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
         current = first_round(session, oracle, space, graph, reporter)
@@ -177,6 +175,21 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
     finally:
         pool.close()
         clean_scratch(session.layout)
+
+
+def stored_values(session: Session, pool: Pool, reporter: Reporter) -> list[str]:
+    """Run the original eagerly once, saving every node's value for candidates to read in place of the
+    nodes they drop. Without them (the eager run raised, or its worker died of it: out of memory, a
+    hang past --timeout) the search still works, but removes a node only together with its users."""
+    try:
+        values = pool.call(p.ValuesRequest(path=session.layout.values), timeout=session.options.timeout)
+    except WorkerLost as e:
+        why = str(e).split("; last log lines")[0]
+        values = p.ValuesStored(path=session.layout.values, stored=[],
+                                error=f"the eager run that saves the graph's values lost its worker ({why})")
+    if values.error:
+        reporter.log(f"{values.error}; later nodes are only removed together with their users", "warning")
+    return values.stored
 
 
 def first_round(session: Session, oracle: PoolOracle, space: Space, graph: GraphInfo, reporter: Reporter) -> Candidate:
@@ -266,7 +279,7 @@ def cancel(session: Session, progress: Progress | None, reporter: Reporter) -> N
     """Leave the best checkpoint so far as repro.py and say where it is."""
     checkpoint = progress.checkpoint if progress else None
     if checkpoint:
-        write_repro(session.layout, checkpoint)
+        write_repro(session.layout, checkpoint, stopped=True)
     reporter.emit(CancelledEvent(nodes=(progress.checkpoint_nodes or progress.nodes) if progress else 0,
                                  checkpoint=checkpoint,
                                  queries=progress.queries if progress else 0,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import selectors
+import signal
 import sys
 import time
 from collections import deque
@@ -20,6 +21,7 @@ from typing import Literal
 
 from . import worker_protocol as p
 from . import worklog
+from .artifacts import output_error
 from .events import ErrorCode
 from .forkclient import ForkServer, ForkServerGone
 from .procs import exit_text, signal_name, with_this_package
@@ -32,6 +34,13 @@ class PoolError(RuntimeError):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class WorkerLost(PoolError):
+    """The worker serving a `call` died or did not answer in time (it has been replaced)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("internal", message)
 
 
 @dataclass(frozen=True)
@@ -63,14 +72,16 @@ class _Slot:
         req_read, self.req_write = os.pipe()
         self.rep_read, rep_write = os.pipe()
         try:
-            with open(self.log_path, "ab") as log:
+            with open(self.log_path, "a+b") as log:  # readable too: a worker keeps its own log short
                 log.write(worklog.worker_header(index, generation, forks.pid).encode())
                 log.flush()
                 self.proc = forks.spawn(_worker_env(config, index), config.init.work_dir,
                                         (req_read, rep_write, log.fileno()), config.start_timeout)
-        except ForkServerGone:
+        except (ForkServerGone, OSError) as e:
             for fd in (self.req_write, self.rep_read):
                 os.close(fd)
+            if isinstance(e, OSError):  # a full or read-only disk under the scratch folder
+                raise output_error(self.log_path, e) from e
             raise
         finally:
             os.close(req_read)
@@ -120,7 +131,8 @@ class _Slot:
 
     def death(self) -> str:
         tail = worklog.tail(self.log_path)
-        return f"worker {exit_text(self.proc.wait())}{_crash_hint(tail)}; last log lines:\n{tail}"
+        code = self.proc.wait()
+        return f"worker {exit_text(code)}{_crash_hint(tail, code)}; last log lines:\n{tail}"
 
     def signal_name(self) -> str:
         code = self.proc.wait()
@@ -163,12 +175,13 @@ class Pool:
         slot.kill()
         self._spawn(slot.index)
 
-    def call(self, request) -> p.Reply:
-        """Send one non-query request to the first ready worker and wait for its reply."""
+    def call(self, request, timeout: float | None = None) -> p.Reply:
+        """Send one non-query request to the first ready worker and wait for its reply, `timeout`
+        seconds at most (default: as long as a worker may take to start)."""
         slot = self._wait_idle()
         slot.send(request)
         slot.state, slot.sent_at = "busy", time.monotonic()
-        slot.deadline = slot.sent_at + self.config.start_timeout
+        slot.deadline = slot.sent_at + (timeout or self.config.start_timeout)
         while True:
             for s, reply in self._poll():
                 if s is slot:
@@ -177,9 +190,9 @@ class Pool:
                         self._replace(slot)
                     return reply
             if slot.state == "dead" or time.monotonic() > slot.deadline:
-                detail = slot.death() if slot.state == "dead" else "no answer in time"
+                detail = slot.death() if slot.state == "dead" else f"no answer within {slot.deadline - slot.sent_at:.0f} s"
                 self._replace(slot)
-                raise PoolError("internal", f"worker failed on {type(request).__name__}: {detail}")
+                raise WorkerLost(f"worker failed on {type(request).__name__}: {detail}")
 
     def evaluate(self, queries: list[p.QueryRequest], on_result: Callable[[Result], bool]) -> list[Result]:
         """Run queries concurrently; when `on_result` returns True, kill the rest and return."""
@@ -323,7 +336,9 @@ def _worker_env(config: PoolConfig, index: int | None) -> dict[str, str]:
     return env
 
 
-def _crash_hint(log_tail: str) -> str:
+def _crash_hint(log_tail: str, returncode: int) -> str:
+    if returncode == -signal.SIGKILL:  # the pool kills only workers it has given up on, never as a death
+        return " (nobody here killed it: the kernel's OOM killer ends processes so, out of memory?)"
     phase = worklog.last_phase(log_tail)
     if phase == "load":
         compiler = os.environ.get("CXX", "g++")

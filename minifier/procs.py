@@ -57,13 +57,18 @@ def kill_worker(pid: int) -> None:
 
 
 def alive(pid: int) -> bool:
+    """Whether process `pid` still runs: a zombie (dead, not yet reaped by its parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True  # no /proc here: signal 0 is all there is to ask
 
 
 def peer_uid(sock: socket.socket) -> int:

@@ -1,6 +1,10 @@
 """How a command talks to its caller: human progress on stderr; with --events, JSON lines on stdout;
 and, once it knows its dump, the same events appended to the dump's events log, which an editor
-that did not start the command tails to show it live."""
+that did not start the command tails to show it live.
+
+A caller that goes away (the language server killed) closes those pipes: the run must still end as it
+would have, writing its files, so what can no longer be said is dropped.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,7 @@ import socket
 import sys
 import time
 from collections.abc import Iterable
-from typing import IO
+from typing import IO, TextIO
 
 from .events import EVENTS_LOG_LIMIT, BeginEvent, Command, Event, LogEvent, encode_event
 
@@ -55,8 +59,7 @@ class Reporter:
     def emit(self, event: Event) -> None:
         line = encode_event(event) + "\n"
         if self.events:
-            sys.stdout.write(line)
-            sys.stdout.flush()
+            _write(sys.stdout, line)
         if self._log is not None:
             try:
                 self._log.write(line)
@@ -66,8 +69,7 @@ class Reporter:
                 self.say(f"warning: stopped writing the events log {self._log_path}: {e.strerror or e}")
 
     def say(self, text: str) -> None:
-        sys.stderr.write(f"[aoti-minify] {text}\n")
-        sys.stderr.flush()
+        _write(sys.stderr, f"[aoti-minify] {text}\n")
 
     def log(self, text: str, level: str = "info") -> None:
         self.say(text if level == "info" else f"warning: {text}")
@@ -82,6 +84,18 @@ class Reporter:
 
     def result(self, text: str) -> None:
         """The command's answer: on stdout for people, on stderr when stdout carries events."""
-        stream = sys.stderr if self.events else sys.stdout
-        stream.write(text + "\n")
+        _write(sys.stderr if self.events else sys.stdout, text + "\n")
+
+
+def _write(stream: TextIO, text: str) -> None:
+    try:
+        stream.write(text)
         stream.flush()
+    except OSError:  # a broken pipe, a closed terminal
+        # Nobody reads any more: point the stream at /dev/null, so that neither this nor the flush at
+        # exit raises again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+    except ValueError:  # the stream is closed
+        pass

@@ -5,15 +5,19 @@ Torch-free: the driver process only parses, schedules and writes; workers do all
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from . import worker_protocol as p
-from .artifacts import prepare
-from .events import Failure, load_failure
+from .artifacts import output_error, prepare, recover
+from .events import Command, Failure, load_failure
 from .launcher import LauncherSpec, read_launcher
 from .layout import DumpLayout
+from .lock import DumpLock
 from .options import Options
 from .pool import Pool, PoolConfig, fork_server
+from .reporter import Reporter
 
 
 @dataclass
@@ -30,6 +34,29 @@ class Session:
         prepare(layout, [spec.path, spec.pt2])
         accuracy = spec.accuracy if options.accuracy is None else options.accuracy
         return cls(options=options, spec=spec, layout=layout, accuracy=accuracy)
+
+    @contextlib.contextmanager
+    def exclusive(self, command: Command, reporter: Reporter) -> Iterator[None]:
+        """Hold the dump's lock for a whole `run` or `minify` (minifier.lock); DumpBusy if another run
+        holds it. Only then do the run's events go to the dump's events log too (a run refused must not
+        look, to an editor tailing it, like one that failed), and what a killed earlier run left
+        half-written is removed, and said."""
+        lock = DumpLock(self.layout.lock)
+        try:
+            killed = lock.acquire(command)
+        except OSError as e:
+            raise output_error(self.layout.lock, e) from e
+        try:
+            reporter.record_to(self.layout.events_log, command, self.spec.path)
+            removed = recover(self.layout)
+            if killed is not None:
+                reporter.log(f"the previous run on this dump, {killed.describe()}, was killed before it ended; "
+                             "its checkpoints are checked, and this run starts afresh", "warning")
+            if removed:
+                reporter.log(f"removed what an interrupted run left half-written: {', '.join(removed)}", "warning")
+            yield
+        finally:
+            lock.release()
 
     @property
     def check_str(self) -> str | None:

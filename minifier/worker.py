@@ -8,9 +8,11 @@ one. Forked by minifier.forkserver, which has imported torch already; `serve` is
 
 from __future__ import annotations
 
+import errno
 import importlib
 import importlib.util
 import os
+import select
 import shutil
 import signal
 import sys
@@ -22,10 +24,11 @@ from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
 from .signature import Phase, analyze_error
-from .worklog import phase
+from .worklog import LOG_LIMIT, keep_under, phase
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
+_DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
 
 
 class Worker:
@@ -133,6 +136,8 @@ class Worker:
         try:
             self._compile_and_run(ep, eager, args, kwargs, package)
         except Exception as e:
+            if disk_full(e):  # not a verdict on the candidate: nothing more can be compiled here
+                raise
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
             error = analyze_error(type(e).__name__, str(e), self.phase, raising_frame(e))
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
@@ -199,8 +204,10 @@ class Worker:
             torch.export.save(ep, path + ".tmp")
             os.replace(path + ".tmp", path)
             return path
-        except Exception:  # a candidate we cannot save is still a valid verdict
+        except Exception as e:  # a candidate we cannot save is still a valid verdict, unless the disk is full
             _remove(path + ".tmp")
+            if disk_full(e):
+                raise
             return None
 
 
@@ -234,6 +241,26 @@ def raising_frame(error: BaseException) -> str | None:
         tb = tb.tb_next
     module = tb.tb_frame.f_globals.get("__name__", "?")
     return f"{module}.{tb.tb_frame.f_code.co_name}"
+
+
+def disk_full(error: BaseException) -> bool:
+    """Whether an error, or one it was raised from, says the disk or quota is full (g++ and Inductor
+    report it in their messages, Python as an OSError)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(text in str(error) for text in _DISK_FULL_TEXTS):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _disk_full_reply(error: BaseException) -> p.WorkerFailed:
+    where = getattr(error, "filename", None) or f"the Inductor cache or {os.getcwd()}"
+    return p.WorkerFailed(code="environment", message=f"no space left on device (or over quota) writing {where}: "
+                          "free some space, or pass --output-dir DIR; the checkpoints written so far are intact")
 
 
 def _poisons_cuda(text: str) -> bool:
@@ -285,15 +312,19 @@ def _remove(path: str) -> None:
         pass
 
 
-def _die_with_parent() -> None:
-    """Workers lead their own process group so a timeout can kill their compiler children too; the
-    fork server kills the workers of a driver that is gone, but if the fork server itself is killed
-    outright (SIGKILL) nobody can, so each worker watches its parent and goes with it."""
+def _die_with_parent_or_driver(requests_fd: int) -> None:
+    """Workers lead their own process group so a timeout can kill their compiler children too. Nobody
+    kills that group if the driver or the fork server is killed outright (SIGKILL), so each worker
+    watches both and goes with either, compiler children included: the driver holds the only write
+    end of the request pipe, which hangs up the moment the driver is gone, even while this worker is
+    busy compiling (the fork server would notice only between its imports)."""
     parent = os.getppid()
+    hangup = select.poll()
+    hangup.register(requests_fd, 0)  # no events asked for: poll reports a hang-up whatever the mask
 
     def watch() -> None:
-        while os.getppid() == parent:
-            time.sleep(1)
+        while os.getppid() == parent and not hangup.poll(1000):
+            pass
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
@@ -302,7 +333,8 @@ def _die_with_parent() -> None:
 def serve(fd_in: int, fd_out: int) -> None:
     """Answer the driver's requests until it closes the request pipe (or a reply says we must go)."""
     name_process(WORKER_NAME)
-    _die_with_parent()
+    _die_with_parent_or_driver(fd_in)
+    keep_under(LOG_LIMIT)
     requests = os.fdopen(fd_in, "rb")
     replies = os.fdopen(fd_out, "wb", buffering=0)
     worker = Worker()
@@ -310,7 +342,8 @@ def serve(fd_in: int, fd_out: int) -> None:
         try:
             reply = worker.handle(p.decode_request(line))
         except Exception as e:
-            reply = p.WorkerFailed(code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+            reply = _disk_full_reply(e) if disk_full(e) else p.WorkerFailed(
+                code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
         replies.write(p.encode(reply))
         phase("answered", type(reply).__name__)
         if isinstance(reply, p.WorkerFailed) or getattr(reply, "poisoned", False):

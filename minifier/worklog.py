@@ -12,11 +12,13 @@ from __future__ import annotations
 import glob
 import os
 import re
+import threading
 import time
 
 from .layout import SCRATCH
 
 FORK_SERVER_LOG = "forkserver.log"
+LOG_LIMIT = 32 << 20  # bytes of one worker's log, about: what it printed in the last second may come on top
 _WORKER_LOG = "worker-{}.log"
 PHASE_MARK = "[aoti-lens phase] "
 _WORKER_HEADER = re.compile(r"^=== worker (\d+), start (\d+) at ([0-9.]+), forked by (\d+) ===$", re.MULTILINE)
@@ -82,6 +84,25 @@ def starts(log_text: str) -> list[tuple[float, str]]:
 def forked_by(log_text: str) -> set[int]:
     """The fork servers that the workers of a worker log were forked by."""
     return {int(m[4]) for m in _WORKER_HEADER.finditer(log_text)}
+
+
+def keep_under(limit: int, keep: int = 64 << 10, every: float = 0.5) -> None:
+    """Keep this process's log (its stdout, which its stderr shares) under `limit` bytes: a library
+    that prints megabytes per compile, for hours, must not fill the disk. Past the limit the log is
+    cut to its last `keep` bytes (where a crash is explained) under a line that says so."""
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            try:
+                size = os.fstat(1).st_size
+                if size > limit:
+                    last = os.pread(1, keep, size - keep)
+                    os.ftruncate(1, 0)  # the log is opened to append: the next write lands at the start
+                    os.write(1, f"[aoti-lens log] {size - keep} bytes cut\n".encode() + last)
+            except OSError:
+                return  # not a file (a terminal, a pipe): nothing to keep small
+
+    threading.Thread(target=watch, daemon=True, name="log-limit").start()
 
 
 def tail(path: str, limit: int = 2000) -> str:

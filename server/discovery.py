@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from minifier.layout import (CHECKPOINTS, DEBUG_DIR, FAILURE_JSON, LAUNCHER, MINIFIER, REPORT_MD, REPRO_PY, RUN_GLOB,
                              captured, launcher_for, launchers_in)
+from minifier.lock import holder as lock_holder
 from pygls.uris import from_fs_path, to_fs_path
 
 from .failures import FailureRecord, OnDisk, read_disk
@@ -35,14 +36,19 @@ WATCHED = [
 
 
 def scan(roots: Iterable[str]) -> list[str]:
+    """The launchers under these folders. Symbolic links to folders are not followed (a link back up
+    makes a loop, one to / a whole disk), except a torch_compile_debug that is one: a debug folder
+    kept on a scratch disk is common, and only its run folders are looked at."""
     found: set[str] = set()
     for root in roots:
         for folder, subfolders, _ in os.walk(root):
             if os.path.basename(folder) == DEBUG_DIR:
                 found.update(launchers_in(folder))
                 subfolders.clear()
-            else:
-                subfolders[:] = [d for d in subfolders if d not in SKIP_DIRS and not d.startswith(".")]
+                continue
+            if DEBUG_DIR in subfolders and os.path.islink(linked := os.path.join(folder, DEBUG_DIR)):
+                found.update(launchers_in(linked))
+            subfolders[:] = [d for d in subfolders if d not in SKIP_DIRS and not d.startswith(".")]
     return sorted(found)
 
 
@@ -174,6 +180,9 @@ class Discovery(Feature):
         for record in usable:
             if ls.settings_for(record.launcher).auto_reproduce and record.failure is None and record.state == "found" \
                     and not ls.jobs.running(record.id):
+                if (other := lock_holder(record.layout.lock)) is not None:  # a terminal's run: it writes the result
+                    ls.log(f"{record.id}: not reproduced in the background while {other.describe()} works on it")
+                    continue
                 ls.jobs.start(record, "run", user=False)
                 started = True
         if usable and not started:  # a job started here warms the fork server itself

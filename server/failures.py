@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from minifier.events import (BeginEvent, CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, Event,
                              Failure, FailureEvent, LogEvent, ReportEvent, StartEvent, load_failure)
-from minifier.artifacts import read_repro_graph
+from minifier.artifacts import complete_checkpoint, read_repro_graph, repro_stopped
 from minifier.launcher import BadLauncher, LauncherSpec, read_launcher
 from minifier.layout import DumpLayout, checkpoint_nodes
 from minifier.signature import KernelRef, Signature
@@ -32,8 +32,19 @@ class OnDisk:
     failure_problem: str | None
     repro: str | None
     repro_graph: str | None
-    checkpoint_nodes: int | None
+    repro_stopped: bool  # repro.py is the best checkpoint of a minification that was stopped
+    checkpoint: str | None  # the smallest whole checkpoint
+    checkpoint_graph: str | None
     report: str | None
+
+    @property
+    def checkpoint_nodes(self) -> int | None:
+        return checkpoint_nodes(os.path.basename(self.checkpoint)) if self.checkpoint else None
+
+    @property
+    def interrupted(self) -> bool:
+        """A minification left checkpoints but no repro.py of its end: it was stopped, or killed."""
+        return self.checkpoint is not None and (self.repro is None or self.repro_stopped)
 
 
 def read_disk(launcher: str) -> OnDisk | None:
@@ -54,19 +65,23 @@ def read_disk(launcher: str) -> OnDisk | None:
             failure_problem = f"{layout.failure_json} is unreadable ({e}); reproduce the failure to rewrite it"
     repro = layout.repro_py
     has_repro = os.path.isfile(repro)
+    checkpoint = _smallest_checkpoint(layout.checkpoints)
     return OnDisk(launcher=launcher, spec=spec, problem=problem, failure=failure, failure_problem=failure_problem,
                   repro=repro if has_repro else None, repro_graph=read_repro_graph(repro) if has_repro else None,
-                  checkpoint_nodes=_smallest_checkpoint(layout.checkpoints),
+                  repro_stopped=has_repro and repro_stopped(repro), checkpoint=checkpoint,
+                  checkpoint_graph=read_repro_graph(checkpoint) if checkpoint else None,
                   report=layout.report_md if os.path.isfile(layout.report_md) else None)
 
 
-def _smallest_checkpoint(folder: str) -> int | None:
+def _smallest_checkpoint(folder: str) -> str | None:
+    """Of aoti-lens' checkpoints there, the smallest with its program whole (a run killed mid-write may
+    leave one cut short; PyTorch's own checkpoints share one program and are not ours to show)."""
     try:
         names = os.listdir(folder)
     except OSError:
         return None
-    sizes = [n for n in map(checkpoint_nodes, names) if n is not None]
-    return min(sizes) if sizes else None
+    sizes = sorted((n, name) for name in names if (n := checkpoint_nodes(name)) is not None)
+    return next((path for _, name in sizes if complete_checkpoint(path := os.path.join(folder, name))), None)
 
 
 @dataclass(frozen=True)
@@ -148,9 +163,9 @@ class FailureRecord:
         return f"{self.nodes_line()}, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
 
     def graph_header(self) -> str:
-        start = self.nodes_at_start
-        nodes = [p.nodes for i, p in enumerate(self.history) if i == 0 or p.nodes != self.history[i - 1].nodes]
-        counts = " -> ".join(map(str, nodes)) if nodes else str(start or "?")
+        # without a live history (after a restart), the start and the smallest checkpoint on disk
+        steps = [p.nodes for p in self.history] or [n for n in (self.nodes_at_start, self.nodes_now) if n]
+        counts = " -> ".join(map(str, dict.fromkeys(steps))) or "?"
         line = f"# {counts} nodes, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
         target = self.signature.describe() if self.signature else "not reproduced yet"
         note = "# repro.py's graph could not be read; below is the original\n" if self.repro and not self.graph else ""
@@ -175,15 +190,19 @@ class FailureRecord:
         self.failure, self.repro, self.report = disk.failure, disk.repro, disk.report
         if self.failure is not None:
             self.signature = self.failure.signature
-        if disk.repro and disk.checkpoint_nodes is not None and not self.history:
+        if (disk.repro or disk.interrupted) and disk.checkpoint_nodes is not None and not self.history:
             self.nodes_start = self.failure.nodes if self.failure else None
             self.nodes_now = disk.checkpoint_nodes
-            self.graph = disk.repro_graph
+            self.graph = disk.checkpoint_graph if disk.interrupted else disk.repro_graph
         if new_result:
-            self.state = "minimized" if disk.repro else "reproduced" if disk.failure else "found"
-            self.message = disk.failure_problem or self._settled_message()
+            self.state = "cancelled" if disk.interrupted else "minimized" if disk.repro else \
+                "reproduced" if disk.failure else "found"
+            self.message = disk.failure_problem or self._settled_message(disk)
 
-    def _settled_message(self) -> str:
+    def _settled_message(self, disk: OnDisk) -> str:
+        if self.state == "cancelled":
+            where = "repro.py holds" if disk.repro else f"checkpoints/{os.path.basename(disk.checkpoint or '')} is"
+            return f"stopped earlier at {self.nodes_line()}: {where} the smallest failing graph so far; minify again"
         if self.state == "minimized":
             return f"minimized earlier: {self.nodes_line()}; see repro.py"
         if self.state == "reproduced" and self.failure:
@@ -196,10 +215,10 @@ class FailureRecord:
             self.history, self.graph, self.queries, self.seconds = [], None, 0, 0.0
             self.nodes_start = self.nodes_now = self.failure.nodes if self.failure else None
 
-    def apply(self, event: Event) -> bool:
-        """Fold one event in; True when graph.py changed (a new smallest graph)."""
+    def apply(self, event: Event) -> None:
+        """Fold one event in (the documents see what changed for themselves: server/documents.py)."""
         if isinstance(event, (BeginEvent, LogEvent)):
-            return False
+            return
         if isinstance(event, ReportEvent):
             self.report = event.path
         elif isinstance(event, FailureEvent):
@@ -223,7 +242,6 @@ class FailureRecord:
             self.queries = max(self.queries or 0, event.queries)
             self.seconds = max(self.seconds or 0.0, event.seconds)
             self.message = self.progress_line()
-            return True
         elif isinstance(event, DoneEvent):
             self.nodes_start = event.start_nodes or self.nodes_start
             self.nodes_now, self.queries, self.seconds = event.nodes, event.queries, event.seconds
@@ -241,7 +259,6 @@ class FailureRecord:
                                                                      if event.checkpoint else "")
         elif isinstance(event, ErrorEvent):
             self.message = event.message
-        return False
 
     def item(self) -> FailureItem:
         kernel = self.kernel_name

@@ -2,8 +2,10 @@
 
 Each child runs in its own process group (start_new_session), so cancelling is one SIGTERM to the
 group (the minifier then writes repro.py from its best checkpoint, prints `cancelled` and exits
-130), then SIGKILL if it has not stopped after a grace period. Nothing a child prints or does can
-take the server down: bad lines are logged and skipped, a crash becomes the failure's `error` state.
+130), then SIGKILL if it has not stopped after a grace period. A child is told the server's pid
+(`--owner`) and cancels itself the same way when the server dies, however it dies: no minifier,
+worker or fork server outlives the editor. Nothing a child prints or does can take the server
+down: bad lines are logged and skipped, a crash becomes the failure's `error` state.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from minifier.wire import WireError
 from .failures import FailureRecord
 from .feature import Feature
 from .failures import uri_of
-from .protocol import RUNNING_STATES, graph_uri, shrink_uri
+from .protocol import RUNNING_STATES
 
 if TYPE_CHECKING:
     from .protocol import Settings
@@ -48,6 +50,7 @@ _EXIT_REASONS: dict[int, str] = {
     ExitCode.BAD_INPUT: "bad input",
     ExitCode.ENVIRONMENT: "environment problem",
     ExitCode.INTERNAL: "internal error in aoti-minify",
+    ExitCode.BUSY: "another aoti-minify works on this dump",
 }
 
 
@@ -195,6 +198,8 @@ class Jobs(Feature):
         jobs look for): the interpreter, the GPUs, how long workers stay warm."""
         settings = self.ls.settings_for(launcher)
         argv = [settings.python, "-m", "minifier", command, launcher]
+        if command != "warm":  # a killed server must leave no minifier running (a warm fork server ends too)
+            argv += ["--owner", str(os.getpid())]
         if settings.devices:
             argv += ["--devices", settings.devices]
         if settings.keep_warm:
@@ -273,9 +278,7 @@ class Jobs(Feature):
             job.error = event.message
         if job.kind == "minify":  # the minifier only reports its clock at checkpoints
             record.seconds = max(record.seconds or 0.0, round(time.monotonic() - job.started, 1))
-        if record.apply(event):
-            self.ls.documents.refresh(graph_uri(record.id))
-            self.ls.documents.refresh(shrink_uri(record.id))
+        record.apply(event)
         self._report_progress(job, record)
         self.ls.changed()
 

@@ -28,7 +28,7 @@ from minifier.procs import alive
 
 from .failures import FailureRecord
 from .feature import Feature
-from .protocol import RUNNING_STATES, graph_uri, shrink_uri
+from .protocol import RUNNING_STATES
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
@@ -132,9 +132,7 @@ class LiveRuns(Feature):
             return
         if record.external.command == "minify":  # its clock only shows at checkpoints
             record.seconds = max(record.seconds or 0.0, round(time.time() - record.external.started, 1))
-        if record.apply(event):
-            ls.documents.refresh(graph_uri(record.id))
-            ls.documents.refresh(shrink_uri(record.id))
+        record.apply(event)
         if isinstance(event, FINAL_EVENTS):
             self._end(record, None)
         ls.changed()

@@ -70,6 +70,7 @@ class AotiLanguageServer(LanguageServer):
         self.features: list[Feature] = [self.configuration, self.jobs, self.discovery, self.live, self.documents,
                                         Hover(self), Actions(self), Capture(self), Diagnostics(self), FailureList(self)]
         self._flush_pending = False
+        self.shutting_down = False  # the client asked for shutdown: answer, but ask it nothing more
 
     def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
         self.window_log_message(types.LogMessageParams(type=level, message=message))
@@ -164,6 +165,7 @@ def create_server() -> AotiLanguageServer:
 
     @ls.feature(types.SHUTDOWN)
     async def shutdown(params: None) -> None:
+        ls.shutting_down = True
         for feature in ls.features:
             await feature.shutdown()
 

@@ -18,9 +18,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("minifier", "server")
 # What the language server may load of the minifier: the CLI contract (events, with the JSON codec
 # its events use), the readers of a dump (launcher, signature, layout, repro.py's graph) and the
-# stdlib-only process helpers (exit text, signalling a job's group, a child's environment).
+# stdlib-only process helpers (exit text, signalling a job's group, a child's environment), and the
+# dump's lock (is a run on it alive?).
 SERVER_MAY_IMPORT = {"minifier.events", "minifier.wire", "minifier.launcher", "minifier.signature",
-                     "minifier.layout", "minifier.artifacts", "minifier.procs"}
+                     "minifier.layout", "minifier.artifacts", "minifier.procs", "minifier.lock"}
 NO_TORCH = """
 import importlib.abc, sys
 class NoTorch(importlib.abc.MetaPathFinder):

@@ -36,6 +36,9 @@ class AotiClient(LanguageClient):
         super().__init__(*args, **kwargs)
         self.registrations: list[types.Registration] = []
         self.refreshes: list[tuple[str, str]] = []  # (uri, its text fetched on the refresh)
+        self.refresh_delay = 0.0  # seconds before fetching a refreshed document: a client on a busy machine
+        self.failing_refreshes = 0  # refresh requests still to be answered with an error
+        self.fetches: set[asyncio.Task[None]] = set()  # documents being fetched again after a refresh
         self.failure_lists: list[list[dict[str, Any]]] = []
         self.initialize_result: types.InitializeResult | None = None
 
@@ -70,6 +73,22 @@ class AotiClient(LanguageClient):
             context=types.CodeActionContext(diagnostics=diagnostics)))
         return [a for a in result or [] if isinstance(a, types.CodeAction)]
 
+    def refreshed(self, doc_uri: str) -> list[str]:
+        """The texts fetched on each refresh of this document, in order."""
+        return [text for u, text in self.refreshes if u == doc_uri]
+
+    async def refreshed_until(self, doc_uri: str, state: str, timeout: float = 30.0) -> list[str]:
+        """Every text fetched on a refresh of this graph document, once one shows `state` in its header.
+        The client records a refresh only after fetching the document again: right after the event that
+        caused it, the refresh may still be on its way."""
+        return await until(lambda: [t for t in self.refreshed(doc_uri) if f"\n# {state}:" in t]
+                           and self.refreshed(doc_uri), f"a refresh of {doc_uri} showing {state}", timeout)
+
+    def minified_nodes(self, doc_uri: str) -> list[int]:
+        """The node count each refresh of a graph document showed while its failure was minified."""
+        texts = [t for t in self.refreshed(doc_uri) if re.match(r"[^\n]*\n# (minifying|minimized):", t)]
+        return [int(re.match(r"# (?:\d+ -> )*(\d+) nodes", t)[1]) for t in texts]
+
     def logged(self, pattern: str) -> list[re.Match[str]]:
         return [m for m in (re.search(pattern, p.message) for p in self.log_messages) if m]
 
@@ -101,8 +120,19 @@ def make_client() -> AotiClient:
         client.registrations[:] = [r for r in client.registrations if r.id not in gone]
 
     @client.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT_REFRESH)
-    async def refresh(params: types.TextDocumentContentRefreshParams) -> None:
-        client.refreshes.append((params.uri, await client.content(params.uri)))
+    def refresh(params: types.TextDocumentContentRefreshParams) -> None:
+        """Answered at once and the document fetched afterwards, as VS Code does (a handler still
+        waiting when the server exits trips pygls' client)."""
+        if client.failing_refreshes:
+            client.failing_refreshes -= 1
+            raise RuntimeError("this client fails a refresh on purpose")
+        task = asyncio.get_running_loop().create_task(fetch(params.uri))
+        client.fetches.add(task)
+        task.add_done_callback(client.fetches.discard)
+
+    async def fetch(doc_uri: str) -> None:
+        await asyncio.sleep(client.refresh_delay)
+        client.refreshes.append((doc_uri, await client.content(doc_uri)))
 
     @client.feature("aoti/failuresChanged")
     def failures_changed(params: Any) -> None:
@@ -138,6 +168,8 @@ async def lsp_session(workspace: str, settings: dict[str, Any] | None = None,
             root_uri=uri(workspace), initialization_options=settings or {}))
         yield client
     finally:
+        for task in client.fetches:
+            task.cancel()
         try:
             await asyncio.wait_for(client.shutdown_session(), 30)
         except Exception:

@@ -1,0 +1,94 @@
+"""The language server when things go wrong around it: killed mid-minify (no process may outlive it,
+and its restart shows the last checkpoint), a dump another run holds, symlink loops and thousands
+of run folders in the workspace."""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import time
+
+import pytest
+from lsprotocol import types
+from minifier.layout import DumpLayout
+from minifier.lock import DumpLock
+from minifier.worklog import forked_by
+
+from lsp_helpers import alive, fake_dump, lsp_session, processes_in, until, uri
+
+
+@pytest.mark.compile
+async def test_a_killed_server_leaves_no_process_and_its_restart_shows_the_last_checkpoint(tmp_path, dumps):
+    ws = tmp_path / "ws"
+    launcher = dumps.get(str(ws / "a"), bug="accuracy", reproduced=True)  # no kernel to slice: 3 -> 2 -> 1
+    layout = DumpLayout.of(launcher)
+    async with lsp_session(str(ws), settings={"trusted": True, "workers": 2}) as client:
+        await until(lambda: client.state(launcher) == "reproduced", "discovery")
+        failure_id = client.item(launcher)["id"]
+        graph = client.item(launcher)["graphUri"]
+        await client.command("aoti.minify", failure_id)
+        await until(lambda: any(t.startswith("# 3 -> 2 nodes") for t in client.refreshed(graph)),
+                    "the first checkpoint", timeout=400)
+        logs = glob.glob(os.path.join(layout.work, "worker-*.log"))
+        [fork_server] = set().union(*(forked_by(open(log).read()) for log in logs))
+        assert processes_in(str(tmp_path)) and alive(fork_server)
+        client._server.kill()  # SIGKILL: no shutdown, no exit, nothing the server can do about it
+        await client._server.wait()
+    # the minifier cancels itself (repro.py from its best checkpoint), its workers and fork server go
+    await until(lambda: not processes_in(str(tmp_path)) and not alive(fork_server), "no process left", timeout=15)
+
+    async with lsp_session(str(ws), settings={"trusted": True}) as client:
+        await until(lambda: client.item(launcher), "discovery after the restart")
+        item = client.item(launcher)
+        assert (item["state"], item["nodesStart"], item["nodesNow"]) == ("cancelled", 3, 2), item
+        assert item["message"].startswith("stopped earlier at 3 -> 2 nodes: repro.py holds the smallest failing")
+        text = await client.content(item["graphUri"])
+        assert text.startswith("# 3 -> 2 nodes") and "# cancelled: AccuracyError" in text
+        assert text.count("torch.ops.aten.") == 2
+        [on_repro] = await until(lambda: client.diagnostics.get(uri(layout.repro_py)), "the repro.py diagnostic")
+        assert on_repro.message.startswith("partial repro (minification cancelled): 2 nodes")
+        assert not client.logged("aoti-lsp internal error")
+
+
+async def test_a_dump_another_run_holds_is_left_alone_and_minifying_it_names_that_run(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws, failure=False)
+    with DumpLock(DumpLayout.of(launcher).lock) as lock:
+        os.makedirs(os.path.dirname(lock.path), exist_ok=True)
+        lock.acquire("minify")  # a terminal's `aoti-minify minify`, as far as anyone can tell
+        async with lsp_session(ws, settings={"trusted": True, "keepWarm": 0}) as client:
+            await until(lambda: client.logged(f"not reproduced in the background while pid {os.getpid()} "),
+                        "the background reproduction to be skipped")
+            assert client.state(launcher) == "found"
+            await client.command("aoti.minify", client.item(launcher)["id"])  # the real minifier: it stops at once
+            await until(lambda: client.state(launcher) == "error", "the refusal")
+            message = client.item(launcher)["message"]
+            assert message.startswith(f"another aoti-minify works on this dump: pid {os.getpid()} (aoti-minify minify")
+            assert any(f"pid {os.getpid()}" in m.message for m in client.messages if m.type == types.MessageType.Error)
+
+
+async def test_symlink_loops_and_two_thousand_run_folders(tmp_path):
+    """Discovery walks on, finds each dump once (a symlinked torch_compile_debug too), says nothing it
+    cannot back, and the server still answers; the scan's time goes to bench/RESULTS.md (bench/soak.py)."""
+    ws = tmp_path / "ws"
+    many = [fake_dump(str(ws / "many"), run=f"run_{i:04d}-pid_{i}") for i in range(2000)]
+    elsewhere = fake_dump(str(tmp_path / "scratch"), run="run_elsewhere-pid_1")
+    os.makedirs(ws / "linked")
+    os.symlink(tmp_path / "scratch" / "torch_compile_debug", ws / "linked" / "torch_compile_debug")
+    os.symlink(ws, ws / "many" / "loop")  # a loop through the workspace root
+    os.symlink("self", ws / "self")  # a link to itself
+    run_loop = ws / "many" / "torch_compile_debug" / "run_loop-pid_0"
+    os.symlink(run_loop, run_loop)
+    started = time.monotonic()
+    async with lsp_session(str(ws)) as client:  # untrusted: nothing runs
+        await until(lambda: client.logged(r"scanned .*: 2001 AOTI failure\(s\)"), "the scan", timeout=300)
+        items = await client.failures()
+        print(f"\n2000 run folders: scanned and listed in {time.monotonic() - started:.1f} s")
+        assert len(items) == 2001 and len({i["id"] for i in items}) == 2001
+        linked = str(ws / "linked" / "torch_compile_debug" / os.path.relpath(elsewhere, tmp_path / "scratch" /
+                                                                             "torch_compile_debug"))
+        assert {i["launcher"] for i in items} == {uri(p) for p in [*many, linked]}
+        assert "def forward" in await client.content(items[0]["graphUri"])
+        assert not client.logged("internal error") and client.messages == []
+    assert not re.search("Traceback", "".join(m.message for m in client.log_messages))
