@@ -148,8 +148,10 @@ def concrete_values(flat: FlatProgram) -> tuple[dict[str, torch.Tensor], str | N
     return values, None
 
 
-def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor]):
-    """The GraphModule and its inputs for the candidate made of the compute nodes in `kept`."""
+def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor],
+                    outputs: list[str] | None = None):
+    """The GraphModule and its inputs for the candidate made of the compute nodes in `kept`; its
+    outputs are `outputs`, by default the kept nodes that no kept node reads."""
     compute = [n for n in flat.graph.nodes if n.op == "call_function" and n.name in kept]
     if not compute:
         raise ValueError("a candidate needs at least one compute node")
@@ -173,11 +175,33 @@ def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.T
             env[node.name] = graph.get_attr(target)
     for node in compute:
         env[node.name] = graph.node_copy(node, lambda a: env[a.name])
-    readers = {a.name for n in compute for a in n.all_input_nodes}
-    graph.output(tuple(env[n.name] for n in compute if n.name not in readers))
+    if outputs is None:
+        readers = {a.name for n in compute for a in n.all_input_nodes}
+        outputs = [n.name for n in compute if n.name not in readers]
+    graph.output(tuple(env[name] for name in outputs))
     gm = fx.GraphModule(root, graph)
     gm.recompile()
     return gm, inputs
+
+
+def probe_outputs(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[str]:
+    """The nodes whose compiled values an accuracy probe compares: floating-point tensors the eager run
+    computed, except views and what an in-place op writes to later (their value as an output would
+    not be the value the node had)."""
+    written = {a.name for n in flat.graph.nodes if n.op == "call_function" and _mutates(n) for a in n.all_input_nodes}
+    return [n.name for n in flat.graph.nodes
+            if n.op == "call_function" and n.name in values and values[n.name].is_floating_point()
+            and n.name not in written and not _is_view(n)]
+
+
+def _mutates(node: fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def _is_view(node: fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
 def _input_value(node: fx.Node, flat: FlatProgram, values: dict[str, torch.Tensor]) -> object:

@@ -13,7 +13,6 @@ import os
 import selectors
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -80,6 +79,7 @@ class _Slot:
         self.ready = False
         self.state: Literal["starting", "idle", "busy", "dead"] = "starting"
         self.current: p.QueryRequest | None = None
+        self.background = False  # the current query is a guess, raced beside the search
         self.warm = False  # has compiled, or been warmed up, since it started
         self.sent_at = time.monotonic()
         self.deadline = self.sent_at + config.start_timeout
@@ -137,6 +137,8 @@ class Pool:
         self.started = 0
         self.warnings: list[str] = []
         self.torch_version = ""
+        self.foreground: dict[str, p.QueryRequest] = {}  # queued, in order
+        self.background: dict[str, p.QueryRequest] = {}
         self.forks = fork_server(config)
         for i in range(config.size):
             self._spawn(i)
@@ -181,21 +183,39 @@ class Pool:
                 self._replace(slot)
                 raise PoolError("internal", f"worker failed on {type(request).__name__}: {detail}")
 
-    def evaluate(self, queries: list[p.QueryRequest], on_result: Callable[[Result], bool]) -> list[Result]:
-        """Run queries concurrently; when `on_result` returns True, kill the rest and return."""
-        pending = deque(queries)
-        results: list[Result] = []
-        while pending or any(s.current is not None for s in self.slots):
-            for slot in self.slots:
-                if slot.state == "idle" and pending:
-                    query = pending.popleft()
-                    slot.current, slot.state, slot.sent_at = query, "busy", time.monotonic()
-                    slot.deadline = slot.sent_at + self.config.timeout
-                    slot.send(query)
-                    slot.warm = True
-                    self.started += 1
-                elif slot.state == "idle" and not slot.warm:
-                    self._warm(slot)
+    def submit(self, query: p.QueryRequest, background: bool = False) -> None:
+        """Queue a query. Foreground queries go first; a background one runs only on a worker that no
+        foreground query wants, and a query already queued or running just takes the new priority."""
+        if query.key in self.background or query.key in self.foreground:
+            self.prioritize(query.key, background)
+            return
+        (self.background if background else self.foreground)[query.key] = query
+        self._dispatch()
+
+    def prioritize(self, key: str, background: bool) -> None:
+        source, target = (self.foreground, self.background) if background else (self.background, self.foreground)
+        if key in source:
+            target[key] = source.pop(key)
+        for slot in self.slots:
+            if slot.current is not None and slot.current.key == key:
+                slot.background = background
+
+    def cancel(self, key: str) -> None:
+        """Forget a queued query, or kill (and replace) the worker running it."""
+        self.foreground.pop(key, None)
+        self.background.pop(key, None)
+        for slot in self.slots:
+            if slot.current is not None and slot.current.key == key:
+                slot.current = None
+                self._replace(slot)
+
+    def in_flight(self) -> bool:
+        return bool(self.foreground or self.background) or any(s.current is not None for s in self.slots)
+
+    def wait(self) -> list[Result]:
+        """Block until some queries have results (none when nothing is queued or running)."""
+        while self.in_flight():
+            self._dispatch()
             new: list[Result] = []
             for slot, reply in self._poll():
                 if isinstance(reply, p.Outcome) and slot.current is not None:
@@ -205,14 +225,57 @@ class Pool:
                         self._replace(slot)
             for slot in list(self.slots):
                 new.extend(self._reap(slot))
+            if new:  # dispatched at the next call, once the caller has stopped what no longer matters
+                return new
+        return []
+
+    def evaluate(self, queries: list[p.QueryRequest], on_result: Callable[[Result], bool]) -> list[Result]:
+        """Run queries concurrently; when `on_result` returns True, cancel the rest and return."""
+        for query in queries:
+            self.submit(query)
+        results: list[Result] = []
+        while self.in_flight():
+            new = self.wait()
             results.extend(new)
             if any([on_result(r) for r in new]):  # a list: every result is recorded before deciding
-                for slot in self.slots:
-                    if slot.current is not None:
-                        slot.current = None
-                        self._replace(slot)
+                for query in queries:
+                    self.cancel(query.key)
                 break
         return results
+
+    def _dispatch(self) -> None:
+        """Give idle workers foreground queries first, but keep one worker for background queries
+        while there are any (guesses are cheap and often right; a round's second candidate can
+        wait one small compile). With no worker left for a waiting foreground query, the youngest
+        background query gives its worker up and goes back to the queue."""
+        guessing = int(len(self.slots) > 1 and (bool(self.background) or any(s.current and s.background for s in self.slots)))
+        for slot in self.slots:
+            if slot.state != "idle":
+                continue
+            in_front = sum(1 for s in self.slots if s.current is not None and not s.background)
+            if self.foreground and in_front < len(self.slots) - guessing:
+                key = next(iter(self.foreground))
+                self._send_query(slot, self.foreground.pop(key), background=False)
+            elif self.background:
+                key = next(iter(self.background))
+                self._send_query(slot, self.background.pop(key), background=True)
+            elif not slot.warm:
+                self._warm(slot)
+        starved = self.foreground and not any(s.current is not None and not s.background for s in self.slots)
+        if starved and not any(s.state in ("idle", "starting") for s in self.slots):
+            running = [s for s in self.slots if s.current is not None and s.background]
+            if running:
+                slot = max(running, key=lambda s: s.sent_at)
+                self.background = {slot.current.key: slot.current, **self.background}
+                slot.current = None
+                self._replace(slot)
+
+    def _send_query(self, slot: _Slot, query: p.QueryRequest, background: bool) -> None:
+        slot.current, slot.background, slot.state, slot.sent_at = query, background, "busy", time.monotonic()
+        slot.deadline = slot.sent_at + self.config.timeout
+        slot.send(query)
+        slot.warm = True
+        self.started += 1
 
     def _warm(self, slot: _Slot) -> None:
         """A worker with nothing to do meanwhile gets its first-compile set-up over with, so that the

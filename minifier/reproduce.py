@@ -25,7 +25,8 @@ def reproduce(session: Session, reporter: Reporter) -> Failure | None:
     try:
         graph = pool.call(p.DescribeRequest()).graph
         reporter.warn_new(pool.warnings, set())
-        [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True)], on_result=lambda r: True)
+        [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True, provenance=True)],
+                                 on_result=lambda r: True)
     finally:
         pool.close()
     if classify(result, None, session.check_str) != "fails":
@@ -42,7 +43,8 @@ def describe_failure(session: Session, graph: GraphInfo, result: Result, seconds
     kernel = analysis.kernel if analysis else None
     kernel_source = read_kernel_source(kernel) if kernel else None
     if kernel is not None:
-        kernel = resolve_kernel(kernel, graph, kernel_source)
+        kernel = resolve_kernel(kernel, graph, kernel_source,
+                                provenance=result.outcome.kernels if result.outcome else None)
     details = result.outcome.text if result.outcome else result.detail
     return Failure(
         launcher=session.spec.path,

@@ -8,6 +8,7 @@ one. Forked by minifier.forkserver, which has imported torch already; `serve` is
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -107,6 +108,8 @@ class Worker:
         import torch
         start = time.monotonic()
         phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
+        if request.probe:
+            return self.probe(request, start)
         try:
             if request.original:
                 ep = self.ep
@@ -122,44 +125,81 @@ class Worker:
         code = eager.code.strip()
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
         saved = self._save(ep, request.save_pt2)
+        kernels: dict[str, list[str]] = {}
         try:
-            self._compile_and_run(ep, eager, args, kwargs, package)
+            with recording_provenance(kernels) if request.provenance else contextlib.nullcontext():
+                compiled = self._compile(ep, package)
+            self._run(compiled, eager, args, kwargs)
         except Exception as e:
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
             error = analyze_error(type(e).__name__, str(e) or repr(e))
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
             return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start, error=error,
-                             text=_clip(text), code=code, pt2=saved, poisoned=poisoned)
+                             text=_clip(text), code=code, pt2=saved, poisoned=poisoned, kernels=kernels)
         finally:
             _remove(package)
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 torch.cuda.empty_cache()
         if saved:
             _remove(saved)  # only failing candidates become checkpoints
-        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code)
+        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code,
+                         kernels=kernels)
+
+    def probe(self, request: p.QueryRequest, start: float) -> p.Reply:
+        """Localize an accuracy failure by values: one compile of the whole graph with every probed node
+        an output, each output compared with the eager fp32 and fp64 references as the accuracy check
+        compares the graph's own outputs. Any error makes the probe inconclusive, never a verdict."""
+        import torch
+        from .graph import build_candidate, probe_outputs
+        package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
+        try:
+            values = self._values(request.values_path)
+            names = probe_outputs(self.flat, values)
+            gm, inputs = build_candidate(self.flat, set(_compute_nodes(self.flat)), values, outputs=names)
+            ep = torch.export.export(gm, tuple(inputs), strict=self.init.export_mode == "dynamo")
+            compiled = self._compile(ep, package)
+            phase("run", "probe")
+            with torch.no_grad():
+                results = compiled(*inputs)
+            diverged = _diverging(gm, inputs, names, results, self.init.accuracy or "accuracy")
+        except Exception as e:
+            return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start,
+                             text=_clip(f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"),
+                             poisoned=_poisons_cuda(str(e)))
+        finally:
+            _remove(package)
+        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, diverged=diverged)
+
+    def _values(self, path: str | None) -> dict:
+        import torch
+        if self.values is None or self.values_path != path:
+            self.values = {}
+            if path and os.path.exists(path):
+                self.values = torch.load(path, mmap=True, weights_only=True)
+            self.values_path = path
+        return self.values
 
     def _export_candidate(self, request: p.QueryRequest):
         import torch
         from .graph import build_candidate
-        if self.values is None or self.values_path != request.values_path:
-            self.values = {}
-            if request.values_path and os.path.exists(request.values_path):
-                self.values = torch.load(request.values_path, mmap=True, weights_only=True)
-            self.values_path = request.values_path
-        gm, inputs = build_candidate(self.flat, set(request.kept), self.values)
+        gm, inputs = build_candidate(self.flat, set(request.kept), self._values(request.values_path))
         strict = self.init.export_mode == "dynamo"
         ep = torch.export.export(gm, tuple(inputs), strict=strict)
         return ep, tuple(inputs), gm
 
-    def _compile_and_run(self, ep, eager, args, kwargs, package: str) -> None:
+    def _compile(self, ep, package: str):
         import torch
         patches = dict(self.init.launcher.config_patches)
         with torch.no_grad():
             phase("compile", package)
             path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
             phase("load", path)
-            compiled = torch._inductor.aoti_load_package(path)
-            phase("run", path)
+            return torch._inductor.aoti_load_package(path)
+
+    def _run(self, compiled, eager, args, kwargs) -> None:
+        import torch
+        with torch.no_grad():
+            phase("run", "")
             if self.init.accuracy:
                 _check_accuracy(eager, compiled, args, self.init.accuracy)
             else:
@@ -190,6 +230,65 @@ def import_if_installed(module: str) -> bool:
 def _poisons_cuda(text: str) -> bool:
     """After a CUDA error the process's context is unusable: the worker must not serve again."""
     return "CUDA error" in text
+
+
+@contextlib.contextmanager
+def recording_provenance(kernels: dict[str, list[str]]):
+    """Inductor's provenance tracking for one compile, into `kernels`: kernel name -> the graph nodes it
+    came from. Inductor keeps that map only while it compiles (a context resets it on the way out,
+    also when the compile fails, which is when it is wanted), so the map is read on the way out of
+    that context. A cache hit would skip code generation and record nothing: caches are off."""
+    import torch._inductor.config as inductor_config
+    import torch._inductor.debug as debug
+
+    resetting = getattr(debug, "reset_provenance_globals", None)
+    if resetting is None or not hasattr(debug, "create_kernel_information_json"):
+        yield  # a torch without provenance tracking: the op-name guesses remain
+        return
+
+    @contextlib.contextmanager
+    def reading_on_exit():
+        with resetting():
+            try:
+                yield
+            finally:
+                for name, info in debug.create_kernel_information_json().items():
+                    nodes = kernels.setdefault(name.rsplit(":", 1)[0], [])
+                    nodes.extend(n for n in info.get("pre_grad_nodes", []) if n not in nodes)
+
+    debug.reset_provenance_globals = reading_on_exit
+    try:
+        with inductor_config.patch({"trace.provenance_tracking_level": 1, "force_disable_caches": True}):
+            yield
+    finally:
+        debug.reset_provenance_globals = resetting
+
+
+def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
+    """The probed nodes whose compiled value fails the accuracy check against the eager run, in
+    graph order (the first is where the failure starts)."""
+    import copy
+
+    import torch
+    from torch._dynamo import config as dynamo_config
+    from torch._dynamo.debug_utils import cast_to_fp64
+    from torch._dynamo.utils import same
+
+    with torch.no_grad():
+        reference = gm(*inputs)
+        try:
+            fp64_model, fp64_inputs = cast_to_fp64(copy.deepcopy(gm), list(inputs))
+            fp64 = fp64_model(*fp64_inputs)
+        except Exception:  # as for PyTorch's check: without fp64 outputs, the fp32 run is the reference
+            fp64 = reference
+    loose = mode == "accuracy"
+    return [name for name, ref, res, ref64 in zip(names, reference, results, fp64)
+            if not same(ref, res, ref64, tol=dynamo_config.repro_tolerance, equal_nan=True, ignore_non_fp=loose,
+                        log_error=lambda *args, **kwargs: None)]
+
+
+def _compute_nodes(flat) -> list[str]:
+    return [n.name for n in flat.graph.nodes if n.op == "call_function"]
 
 
 def _check_accuracy(eager, compiled, args, mode: str) -> None:

@@ -76,13 +76,19 @@ class WarmRequest:
 
 @dataclass(frozen=True)
 class QueryRequest:
-    """Compile, load and run one candidate: the original program, or the graph made of `kept`."""
+    """Compile, load and run one candidate: the original program, or the graph made of `kept`.
+
+    `provenance`: record which graph nodes each generated kernel came from (Outcome.kernels).
+    `probe`: an accuracy failure's localization instead: compile the graph once with every tensor
+    node an output and compare each with the eager fp64 reference (Outcome.diverged)."""
 
     key: str
     kept: list[str] = field(default_factory=list)
     original: bool = False
     values_path: str | None = None
     save_pt2: str | None = None
+    provenance: bool = False
+    probe: bool = False
     type: Literal["query"] = "query"
 
 
@@ -129,6 +135,8 @@ class Outcome:
     code: str = ""
     pt2: str | None = None
     poisoned: bool = False
+    kernels: dict[str, list[str]] = field(default_factory=dict)  # kernel name -> its graph nodes
+    diverged: list[str] = field(default_factory=list)  # a probe's nodes off the reference, in graph order
     type: Literal["outcome"] = "outcome"
 
 
