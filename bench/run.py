@@ -3,6 +3,7 @@
     python bench/run.py                       # CPU: seed x 3 injections, residual 6/24/96 blocks
     python bench/run.py --device cuda         # the same on a GPU
     python bench/run.py --only seed --pytorch-timeout 600
+    python bench/run.py --set real --only hf-    # the real-model workloads of this device (HF models)
 
 For each workload PyTorch dumps a real failure once; each tool then minifies its own copy of it
 (PyTorch by running the dumped minifier_launcher.py, aoti-lens by `aoti-minify minify`, without a
@@ -33,12 +34,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS  # noqa: E402
 from minifier.artifacts import relocate_dump  # noqa: E402
 from minifier.procs import exit_text  # noqa: E402
 from minifier.worklog import forked_by, logs_under  # noqa: E402
 from timeline import run_marks, start_up, timeline  # noqa: E402  (bench/timeline.py, beside this file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The toy models (minifier/examples/models.py): name -> (model, blocks, injected relu bug).
 WORKLOADS = {
     "seed-compile_error": ("seed", 1, "compile_error"),
     "seed-runtime_error": ("seed", 1, "runtime_error"),
@@ -47,6 +50,8 @@ WORKLOADS = {
     "residual24-compile_error": ("residual", 24, "compile_error"),
     "residual96-compile_error": ("residual", 96, "compile_error"),
 }
+# Real models (minifier/examples/workloads.py), each for its own device.
+SETS = {"toy": list(WORKLOADS), "real": list(REAL_WORKLOADS), "all": [*WORKLOADS, *REAL_WORKLOADS]}
 
 
 @dataclass
@@ -66,6 +71,8 @@ class Measure:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--set", dest="workload_set", default="toy", choices=tuple(SETS),
+                        help="toy models, the real-model workloads of --device, or both (default toy)")
     parser.add_argument("--only", default="", help="comma-separated substrings of workload names")
     parser.add_argument("--pytorch-timeout", type=float, default=1800.0)
     parser.add_argument("--skip-pytorch", default="", help="workloads (substrings) where PyTorch is not run")
@@ -74,7 +81,8 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
     args = parser.parse_args()
-    chosen = [w for w in WORKLOADS if not args.only or any(s in w for s in args.only.split(","))]
+    chosen = [w for w in SETS[args.workload_set] if (w in WORKLOADS or REAL_WORKLOADS[w].device == args.device)
+              and (not args.only or any(s in w for s in args.only.split(",")))]
     scratch = tempfile.mkdtemp(prefix="aoti-bench-")
     out = args.out or os.path.join(ROOT, "bench", f"results-{args.device}.jsonl")
     rows: list[tuple[Measure, Measure, Measure | None]] = []
@@ -87,7 +95,8 @@ def main() -> int:
             launcher = launchers[name]
             skip = args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))
             theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
-                      else run_pytorch(relocate_dump(launcher, os.path.join(scratch, name, "pytorch")), name, args.pytorch_timeout))
+                      else run_pytorch(relocate_dump(launcher, os.path.join(scratch, name, "pytorch")), name,
+                                       args.pytorch_timeout))
             ours = run_ours(launcher, os.path.join(scratch, name, "ours"), name, args.workers, timelines, args.warm)
             warm = None
             if args.warm:
@@ -113,24 +122,44 @@ def main() -> int:
 def dump_all(scratch: str, names: list[str], device: str) -> dict[str, str]:
     """Dumps are not timed, so they are made side by side before the timed runs start."""
     with ThreadPoolExecutor(max_workers=3) as pool:
-        made = {name: pool.submit(dump, os.path.join(scratch, name, "dump"), *WORKLOADS[name], device)
-                for name in names}
+        made = {name: pool.submit(dump, os.path.join(scratch, name, "dump"), name, device) for name in names}
     return {name: future.result() for name, future in made.items()}
 
 
-def dump(out: str, model: str, blocks: int, bug: str, device: str) -> str:
-    proc = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", out, "--model", model,
-                           "--blocks", str(blocks), "--bug", bug, "--device", device],
+def dump(out: str, name: str, device: str) -> str:
+    if name in WORKLOADS:
+        model, blocks, bug = WORKLOADS[name]
+        what = ["--model", model, "--blocks", str(blocks), "--bug", bug, "--device", device]
+    else:
+        what = ["--workload", name]
+    proc = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", out, *what],
                           capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:
-        raise SystemExit(f"dump failed for {model}/{bug}: {proc.stderr[-3000:]}")
+        raise SystemExit(f"dump failed for {name}: {proc.stderr[-3000:]}")
     return proc.stdout.strip().splitlines()[-1]
+
+
+def _run_args(name: str) -> tuple[str, ...]:
+    """What a real workload's runs need beyond its launcher (--import of its custom ops, --accuracy)."""
+    return REAL_WORKLOADS[name].run_args if name in REAL_WORKLOADS else ()
+
+
+def _pytorch_command(launcher: str, name: str) -> list[str]:
+    """PyTorch's launcher, with a real workload's --accuracy; it cannot import custom ops itself, so it then
+    runs as __main__ after importing them."""
+    workload = REAL_WORKLOADS.get(name)
+    argv = [launcher, *(["minify", "--accuracy"] if workload and workload.accuracy_flag else [])]
+    imports = workload.imports if workload else ()
+    if not imports:
+        return [sys.executable, *argv]
+    return [sys.executable, "-c", f"import runpy, sys, {', '.join(imports)}; sys.argv = {argv!r}; "
+            f"runpy.run_path({launcher!r}, run_name='__main__')"]
 
 
 def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
     cwd = os.path.dirname(os.path.dirname(launcher))
     started = time.monotonic()
-    proc = subprocess.Popen([sys.executable, launcher], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(_pytorch_command(launcher, name), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True, start_new_session=True)
     try:
         log, _ = proc.communicate(timeout=timeout)
@@ -157,6 +186,7 @@ def run_ours(dump_launcher: str, folder: str, name: str, workers: int, timelines
     launcher = relocate_dump(dump_launcher, folder)
     started = time.monotonic()
     extra = (["--workers", str(workers)] if workers else []) + (["--keep-warm", "600"] if keep_warm else [])
+    extra += _run_args(name)
     proc = subprocess.run([sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra],
                           capture_output=True, text=True, cwd=ROOT)
     seconds = time.monotonic() - started

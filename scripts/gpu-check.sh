@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU proof in one command, for a CUDA machine with torch + triton but no package registry:
-#   bash scripts/gpu-check.sh [--parallel] [tests] [lsp] [bench] [pytorch-default-cxx]   (default: all, in turn)
+#   bash scripts/gpu-check.sh [--parallel] [tests] [lsp] [bench] [pytorch-default-cxx] [workloads]
+#   (default: all but workloads, in turn; BENCH_SET=real BENCH_ONLY=cuda-tv-resnet18 ... benchmarks real models)
 # Installs the carried wheels (.whl/, see docs/gpu.md), runs the `gpu`-marked tests, the language-server
 # session on real GPU dumps, and the GPU benchmark against PyTorch's own minifier; prints a table last.
 # --parallel runs the named parts side by side, for machines that lend a command only minutes; leave the
@@ -43,7 +44,8 @@ run_part() {
         >"$OUT/gpu-lsp.log" 2>&1
       status=$?; record lsp "$(verdict $status)" "$(tail -1 "$OUT/gpu-lsp.log")" $((SECONDS - start)) ;;
     bench)
-      $PY bench/run.py --device cuda --only "${BENCH_ONLY:-seed-compile_error,residual6,residual24,residual96}" \
+      $PY bench/run.py --device cuda --set "${BENCH_SET:-toy}" \
+        --only "${BENCH_ONLY:-seed-compile_error,residual6,residual24,residual96}" \
         --skip-pytorch "${BENCH_SKIP_PYTORCH:-residual24,residual96}" --pytorch-timeout "${BENCH_PYTORCH_TIMEOUT:-420}" \
         --out "$OUT/bench-gpu.jsonl" >"$OUT/bench-gpu.log" 2>&1
       status=$?; record bench "$(verdict $status done)" "system g++; table below" $((SECONDS - start)) ;;
@@ -53,6 +55,10 @@ run_part() {
         >"$OUT/bench-gpu-default-cxx.log" 2>&1
       status=$?; record pytorch-default-cxx "$(verdict $status done)" "machine's default CXX; table below" \
         $((SECONDS - start)) ;;
+    workloads)  # the real-model GPU workloads: PyTorch dumps each, `aoti-minify run` reproduces it
+      $PY bench/verify_workloads.py --device cuda --only "${WORKLOADS_ONLY:-cuda-}" --out "$OUT/workloads-gpu.jsonl" \
+        >"$OUT/workloads-gpu.log" 2>&1
+      status=$?; record workloads "$(verdict $status done)" "table below" $((SECONDS - start)) ;;
     *) echo "unknown part: $part" >&2; return 2 ;;
   esac
 }
@@ -65,5 +71,5 @@ echo
 echo "| part | result | detail | time |"
 echo "| --- | --- | --- | --- |"
 for part in $parts; do cat "$ROWS/$part" 2>/dev/null || echo "| $part | FAIL | did not finish | |"; done
-for f in "$OUT"/bench-gpu*.log; do [ -f "$f" ] && { echo; echo "## $(basename "$f")"; sed -n '/^| workload/,$p' "$f"; }; done
+for f in "$OUT"/bench-gpu*.log "$OUT"/workloads-gpu.log; do [ -f "$f" ] && { echo; echo "## $(basename "$f")"; sed -n '/^| workload/,$p' "$f"; }; done
 echo "[gpu-check] total $((SECONDS - t0)) s"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything aoti-lens needs on a fresh Debian machine, idempotently:
 #   - Debian packages (as root): g++ for AOTInductor's C++ compiles, and the e2e test's chromium & co
-#   - .venv: torch (2.13.0 CPU here; keep an existing torch), aoti-lens editable with its test extras
+#   - .venv: torch (2.13.0 CPU here; keep an existing torch), aoti-lens editable with its test extras,
+#     transformers (pinned) for the real-model workloads (minifier/examples/workloads.py) and their test
 #   - npm packages, the bundled extension and its .vsix (dist/aoti-lens.vsix), code-server for the e2e test
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,13 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
 fi
 say "pip install -e .[test]"
 .venv/bin/pip install -q -e ".[test]" 2>&1 | grep -v "^WARNING: Location" || true
+# 5.24.0 is the newest that installs here (about 10 s, 190 MB with its dependencies) and works with torch 2.13
+# CPU; torchvision stays out: PyPI's wheel does not load with this CPU torch and then breaks transformers.
+TRANSFORMERS_VERSION=${TRANSFORMERS_VERSION:-5.24.0}
+if [ "$(.venv/bin/python -c 'import transformers; print(transformers.__version__)' 2>/dev/null)" != "$TRANSFORMERS_VERSION" ]; then
+  say "pip install transformers==$TRANSFORMERS_VERSION"
+  .venv/bin/pip install -q "transformers==$TRANSFORMERS_VERSION"
+fi
 
 bash .ci/e2e-setup.sh
 say "npm run package (extension .vsix)"

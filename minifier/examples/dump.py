@@ -1,8 +1,10 @@
 """Make PyTorch dump a real AOTI failure: `python -m minifier.examples.dump --out DIR ...`.
 
-Exports an example model, turns on one of Inductor's injected test bugs and PyTorch's own AOTI
-minifier dump, and compiles. PyTorch writes DIR/torch_compile_debug/run_*/minifier/minifier_launcher.py;
-its path is the last line printed. Runs as its own process because the failure is real.
+Exports an example model (or `--workload NAME`, one of the real-model workloads of workloads.py),
+turns on the Inductor config that makes it fail and PyTorch's own AOTI minifier dump, and compiles.
+PyTorch writes DIR/torch_compile_debug/run_*/minifier/minifier_launcher.py; its path is the last line
+printed. The compile runs in a child process because the failure is real: some kill it (an exception
+thrown inside an OpenMP region aborts), and with repro level 3 the launcher is written before that.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import glob
 import os
+import subprocess
 import sys
 
 BUGS = ("compile_error", "runtime_error", "accuracy")
@@ -22,36 +25,63 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--bug", default="compile_error", choices=BUGS)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--workload", default=None, help="a real-model workload (minifier/examples/workloads.py); "
+                        "it fixes the model, the failure and the device")
+    parser.add_argument("--compile-here", action="store_true", help=argparse.SUPPRESS)  # the child's part
     args = parser.parse_args(argv)
+    debug_dir = os.path.join(os.path.abspath(args.out), "torch_compile_debug")
+    if args.compile_here:
+        _compile(args, debug_dir)
+        return 0
+    own_argv = sys.argv[1:] if argv is None else argv
+    child = subprocess.run([sys.executable, "-m", "minifier.examples.dump", *own_argv, "--compile-here"])
+    launchers = sorted(glob.glob(os.path.join(debug_dir, "run_*", "minifier", "minifier_launcher.py")),
+                       key=os.path.getmtime)
+    if not launchers:
+        print(f"PyTorch wrote no launcher (did the bug not trigger? the compile exited with {child.returncode})",
+              file=sys.stderr)
+        return 1
+    print(launchers[-1])
+    return 0
 
+
+def _compile(args: argparse.Namespace, debug_dir: str) -> None:
     import torch
     import torch._dynamo.config
     import torch._inductor.config as inductor_config
 
-    from .models import build
-
     os.makedirs(args.out, exist_ok=True)
-    torch._dynamo.config.debug_dir_root = os.path.join(os.path.abspath(args.out), "torch_compile_debug")
+    torch._dynamo.config.debug_dir_root = debug_dir
     inductor_config.aot_inductor.dump_aoti_minifier = True
-    if args.bug == "accuracy":
-        inductor_config.aot_inductor.repro_level = 4
-    backend = inductor_config.triton if args.device == "cuda" else inductor_config.cpp
-    backend.inject_relu_bug_TESTING_ONLY = args.bug
-    model, inputs = build(args.model, args.blocks)
-    model, inputs = model.to(args.device), tuple(t.to(args.device) for t in inputs)
+    model, inputs, dynamic_shapes, config = _workload(args.workload) if args.workload else _example(args)
+    for key, value in config.items():  # dotted names, e.g. "cpp.inject_relu_bug_TESTING_ONLY"
+        setattr(inductor_config, key, value)
     with torch.no_grad():
-        program = torch.export.export(model, inputs)
+        program = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
         try:
             torch._inductor.aoti_compile_and_package(program)
         except Exception as e:  # the point of this script: the failure is expected
             print(f"compile failed as intended: {type(e).__name__}", file=sys.stderr)
-    launchers = sorted(glob.glob(os.path.join(torch._dynamo.config.debug_dir_root, "run_*", "minifier",
-                                              "minifier_launcher.py")), key=os.path.getmtime)
-    if not launchers:
-        print("PyTorch wrote no launcher (did the bug not trigger?)", file=sys.stderr)
-        return 1
-    print(launchers[-1])
-    return 0
+
+
+def _example(args: argparse.Namespace) -> tuple:
+    from .models import build
+
+    model, inputs = build(args.model, args.blocks)
+    config = {f"{'triton' if args.device == 'cuda' else 'cpp'}.inject_relu_bug_TESTING_ONLY": args.bug}
+    if args.bug == "accuracy":
+        config["aot_inductor.repro_level"] = 4
+    return model.to(args.device), tuple(t.to(args.device) for t in inputs), None, config
+
+
+def _workload(name: str) -> tuple:
+    from .workloads import WORKLOADS, prepare
+
+    if name not in WORKLOADS:
+        raise SystemExit(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+    prepared = prepare(WORKLOADS[name])
+    config = {**prepared.inductor_config, "aot_inductor.repro_level": prepared.repro_level}
+    return prepared.model, prepared.inputs, prepared.dynamic_shapes, config
 
 
 if __name__ == "__main__":

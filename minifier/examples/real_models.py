@@ -1,0 +1,203 @@
+"""Real model code nobody in this repository wrote, with random weights, for the real-model workloads.
+
+HF `transformers` models are built from small configs (nothing is downloaded), `torch.nn` building
+blocks and torchvision classifiers as they ship. A failure that is not an injected Inductor bug comes
+from a *fragment*: a few ops that trigger it, spliced into the model at its middle activation, so the
+minifier has the whole model around the bug to cut away. Builders return (model, example inputs).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.export import Dim
+
+VOCAB, BATCH, TOKENS, WIDTH = 128, 2, 16, 32
+Built = tuple[nn.Module, tuple[torch.Tensor, ...]]
+
+
+class LastHidden(nn.Module):
+    """HF models return ModelOutput objects; a workload exports the last hidden state."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, inputs: torch.Tensor, decoder_input_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if decoder_input_ids is None:
+            return self.model(inputs).last_hidden_state
+        return self.model(input_ids=inputs, decoder_input_ids=decoder_input_ids).last_hidden_state
+
+
+def _ids() -> torch.Tensor:
+    return torch.randint(0, VOCAB, (BATCH, TOKENS))
+
+
+def _hf_configs(layers: int, act: str) -> dict[str, Callable[[], object]]:
+    import transformers as T
+
+    heads = dict(num_attention_heads=2, max_position_embeddings=64, vocab_size=VOCAB)
+    encoder = dict(hidden_size=WIDTH, num_hidden_layers=layers, intermediate_size=2 * WIDTH, hidden_act=act, **heads)
+    decoder = dict(encoder, use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    seq2seq = dict(vocab_size=VOCAB, use_cache=False, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
+                   bos_token_id=0)
+    return {
+        "bert": lambda: T.BertModel(T.BertConfig(**encoder)),
+        "roberta": lambda: T.RobertaModel(T.RobertaConfig(**encoder, pad_token_id=1)),
+        "gpt2": lambda: T.GPT2Model(T.GPT2Config(n_embd=WIDTH, n_layer=layers, n_head=2, vocab_size=VOCAB,
+                                                  n_positions=64, activation_function=act, use_cache=False,
+                                                  bos_token_id=0, eos_token_id=0)),
+        "llama": lambda: T.LlamaModel(T.LlamaConfig(**decoder, num_key_value_heads=2)),
+        "qwen2": lambda: T.Qwen2Model(T.Qwen2Config(**decoder, num_key_value_heads=1)),
+        "t5": lambda: T.T5Model(T.T5Config(d_model=WIDTH, d_kv=16, d_ff=2 * WIDTH, num_layers=layers, num_heads=2,
+                                           feed_forward_proj=act, **seq2seq)),
+        "bart": lambda: T.BartModel(T.BartConfig(d_model=WIDTH, encoder_layers=layers, decoder_layers=layers,
+                                                 encoder_attention_heads=2, decoder_attention_heads=2,
+                                                 encoder_ffn_dim=2 * WIDTH, decoder_ffn_dim=2 * WIDTH,
+                                                 activation_function=act, max_position_embeddings=64, **seq2seq)),
+        "vit": lambda: T.ViTModel(T.ViTConfig(image_size=32, patch_size=8, hidden_size=WIDTH, num_hidden_layers=layers,
+                                              num_attention_heads=2, intermediate_size=2 * WIDTH, hidden_act=act)),
+    }
+
+
+HF_MODELS = ("bert", "roberta", "gpt2", "llama", "qwen2", "t5", "bart", "vit")
+
+
+def hf_model(name: str, layers: int, act: str) -> Built:
+    model = LastHidden(_hf_configs(layers, act)[name]()).eval()
+    if name == "vit":
+        return model, (torch.randn(BATCH, 3, 32, 32),)
+    if name in ("t5", "bart"):
+        return model, (_ids(), _ids())
+    return model, (_ids(),)
+
+
+def nn_transformer(layers: int, act: str) -> Built:
+    """torch.nn.TransformerEncoder; a named activation becomes its module, so fragments can splice into it."""
+    activation = {"relu": nn.ReLU(), "gelu": nn.GELU()}[act]
+    layer = nn.TransformerEncoderLayer(WIDTH, 2, 2 * WIDTH, dropout=0.0, activation=activation, batch_first=True)
+    model = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False).eval()
+    return model, (torch.randn(BATCH, TOKENS, WIDTH),)
+
+
+def torchvision_model(name: str) -> Built:
+    """A torchvision classifier (GPU machine only: PyPI's torchvision does not load with this CPU torch)."""
+    import torchvision.models as tv
+
+    model = getattr(tv, name)(num_classes=10).eval()
+    return model, (torch.randn(1, 3, 64, 64),)
+
+
+# --- fragments: the ops of a real bug, spliced into a model -------------------------------------------
+
+
+class MaskedMix(nn.Module):
+    """Token mixing under an additive mask built with index_put, the way users build masks.
+
+    Inductor's CPU outer-loop fusion then raises `KeyError: 'buf<N>'` (pytorch/pytorch#188228, #196570):
+    the mask's index_put is a mutation, and the fused softmax reads the buffer it mutates.
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        t = h.mean(0)
+        n = t.shape[0]
+        scores = t @ t.T / math.sqrt(t.shape[1])
+        mask = torch.full((n, n), -10000.0, device=h.device)
+        i = torch.arange(n, device=h.device)
+        mask[i.unsqueeze(0), i.unsqueeze(1)] = 0
+        return h + torch.softmax(scores + mask, dim=-1) @ h
+
+
+class SpectralDetrend(nn.Module):
+    """Removes each channel's mean spectrum (complex subtraction).
+
+    AOTI runs complex `aten.sub.Tensor` through its proxy executor, which disagrees with the generated
+    wrapper about the `alpha` argument: `Mismatch between ints consumed and num_ints`
+    (pytorch/pytorch#189189).
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        spectrum = torch.fft.rfft(h, dim=1)
+        spectrum = spectrum - spectrum.mean(dim=1, keepdim=True)
+        return h + torch.fft.irfft(spectrum, n=h.shape[1], dim=1)
+
+
+class ComplexRecenter(nn.Module):
+    """Reads feature pairs as complex numbers (as complex rotary embeddings do) and moves them by a constant.
+
+    Inductor cannot lower subtracting the complex Python scalar (adding or multiplying it works):
+    `AssertionError: got <class 'complex'>`, raised while compiling.
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        pairs = torch.view_as_complex(h.reshape(*h.shape[:-1], -1, 2))
+        return torch.view_as_real(pairs - (0.1 + 0.2j)).flatten(-2)
+
+
+class RowScaleNorm(nn.Module):
+    """RMSNorm through a custom op whose fake kernel lies about its output shape (custom_ops.row_scale)."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        from .custom_ops import row_scale
+
+        return h * row_scale(h)
+
+
+class TokenPool(nn.Module):
+    """Adds a summary of the sequence, pooled by a custom op whose fake kernel is wrong only for symbolic
+    sizes (custom_ops.pool_tokens): a failure that exists only when exported with dynamic dims."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        from .custom_ops import pool_tokens
+
+        return h + pool_tokens(h).mean(1, keepdim=True)
+
+
+class CondGate(nn.Module):
+    """Data-dependent control flow: torch.cond picks a ReLU branch or a damping branch."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return torch.cond(h.mean() > 0, lambda x: torch.relu(x) * 2.0, lambda x: x * 0.5, (h,))
+
+
+class TritonOutOfBounds(nn.Module):
+    """The user's Triton kernel that reads out of bounds (GPU only; triton_ops.shifted_copy)."""
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        from .triton_ops import shifted_copy
+
+        return shifted_copy(h.contiguous())
+
+
+FRAGMENTS: dict[str, type[nn.Module]] = {
+    "masked_mix": MaskedMix, "spectral_detrend": SpectralDetrend, "complex_recenter": ComplexRecenter,
+    "row_scale_norm": RowScaleNorm, "token_pool": TokenPool, "cond_gate": CondGate,
+    "triton_out_of_bounds": TritonOutOfBounds,
+}
+
+
+def splice(model: nn.Module, fragment: nn.Module) -> str:
+    """Runs `fragment` right after the model's middle activation module; returns that module's name."""
+    activations = [(name, m) for name, m in model.named_modules() if _is_activation(m)]
+    if not activations:
+        raise ValueError(f"{type(model).__name__} has no activation module to splice a fragment into")
+    name, activation = activations[len(activations) // 2]
+    parent, _, attr = name.rpartition(".")
+    setattr(model.get_submodule(parent), attr, nn.Sequential(activation, fragment))
+    return name
+
+
+def _is_activation(module: nn.Module) -> bool:
+    if isinstance(module, (nn.ReLU, nn.GELU, nn.SiLU, nn.Mish, nn.Tanh)):
+        return True
+    return type(module).__module__.startswith("transformers.activations")
+
+
+def batch_and_tokens() -> dict:
+    """Dynamic batch and sequence dims for a workload exported with torch.export.Dim."""
+    from .custom_ops import MAX_TOKENS
+
+    return {"inputs": {0: Dim("batch", min=1, max=8), 1: Dim("tokens", min=2, max=MAX_TOKENS)}}

@@ -1,0 +1,186 @@
+"""The real-model failure set: each workload is a model, its inputs, a failure class and a device.
+
+`python -m minifier.examples.dump --out DIR --workload NAME` makes PyTorch dump one of them; the
+benchmark (bench/run.py --set real) and tests/test_real_models.py use this table. Names read
+`<source>-<model><layers>-<failure>`; GPU workloads start with `cuda-`.
+
+Failure classes: Inductor's injected test bugs (relu: compile_error, runtime_error, accuracy; log1p:
+accuracy), and real failures made by a fragment spliced into the model (real_models.FRAGMENTS):
+real Inductor/AOTI bugs of torch 2.13, custom ops whose fake kernels lie, torch.cond, and the user
+Triton kernel that reads out of bounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import real_models as rm
+
+CUSTOM_OPS = "minifier.examples.custom_ops"
+TRITON_OPS = "minifier.examples.triton_ops"
+
+
+@dataclass(frozen=True)
+class FailureClass:
+    injection: str | None = None  # "relu:<bug>" or "log1p:accuracy" (Inductor's *_TESTING_ONLY flags)
+    fragment: str | None = None   # key of real_models.FRAGMENTS, spliced at the middle activation
+    act: str = "gelu"             # the models' activation (relu where the relu injection must find one)
+    accuracy: bool = False        # needs PyTorch's repro level 4 (an fp64-checked extra compile)
+    # Kills the user's process before PyTorch can dump after the failure (a C++ throw inside an OpenMP region
+    # aborts it; a device-side fault leaves CUDA unusable): repro level 3, the launcher written before compiling.
+    kills_process: bool = False
+    dynamic: bool = False         # exported with torch.export.Dim batch and token dims
+    imports: tuple[str, ...] = ()  # modules every worker imports first (custom ops in the program)
+    origin: str = "injected"      # "injected" (a *_TESTING_ONLY flag), "torch" (a bug torch 2.13 has), "user code"
+    note: str = ""
+
+
+FAILURES: dict[str, FailureClass] = {
+    "relu-compile_error": FailureClass(injection="relu:compile_error", act="relu"),
+    "relu-runtime_error": FailureClass(injection="relu:runtime_error", act="relu", kills_process=True),
+    "relu-accuracy": FailureClass(injection="relu:accuracy", act="relu", accuracy=True),
+    "log1p-accuracy": FailureClass(injection="log1p:accuracy", act="mish", accuracy=True,
+                                   note="mish/softplus decompose to log1p"),
+    "index_put_mask-keyerror": FailureClass(
+        fragment="masked_mix", origin="torch",
+        note="CPU outer-loop fusion KeyError: 'bufN' (pytorch/pytorch#188228, #196570)"),
+    "complex_sub-proxy_executor": FailureClass(
+        fragment="spectral_detrend", origin="torch",
+        note="complex sub via the AOTI proxy executor: ints consumed mismatch (pytorch/pytorch#189189)"),
+    "complex_scalar-assertion": FailureClass(
+        fragment="complex_recenter", origin="torch",
+        note="complex tensor minus a complex Python scalar: AssertionError: got <class 'complex'>"),
+    "lying_fake-accuracy": FailureClass(
+        fragment="row_scale_norm", accuracy=True, imports=(CUSTOM_OPS,), origin="user code",
+        note="fake kernel returns empty_like(x) for a (..., 1) result"),
+    "dynamic_fake-accuracy": FailureClass(
+        fragment="token_pool", accuracy=True, dynamic=True, imports=(CUSTOM_OPS,), origin="user code",
+        note="fake kernel wrong only for symbolic sizes; static export passes"),
+    "cond-relu-compile_error": FailureClass(injection="relu:compile_error", fragment="cond_gate",
+                                            note="the only relu is inside a torch.cond branch"),
+    "triton_oob": FailureClass(fragment="triton_out_of_bounds", kills_process=True, imports=(TRITON_OPS,),
+                               origin="user code", note="user Triton kernel reads out of bounds"),
+}
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    model: str   # an HF model (real_models.HF_MODELS), "nn_transformer", or a torchvision classifier
+    layers: int
+    failure: str
+    device: str = "cpu"
+
+    @property
+    def failure_class(self) -> FailureClass:
+        return FAILURES[self.failure]
+
+    @property
+    def family(self) -> str:
+        return FAMILIES.get(self.model, "vision (torchvision)")
+
+    @property
+    def repro_level(self) -> int:
+        failure = self.failure_class
+        if failure.accuracy and not failure.dynamic:
+            return 4
+        # PyTorch's level-4 check re-exports the program with static shapes, so it never sees a failure that
+        # needs dynamic ones: such a workload is dumped before compiling and checked with --accuracy.
+        return 3 if failure.kills_process or failure.dynamic else 2
+
+    @property
+    def imports(self) -> tuple[str, ...]:
+        return self.failure_class.imports
+
+    @property
+    def accuracy_flag(self) -> bool:
+        """An accuracy failure dumped below level 4: its launcher says accuracy=False, runs need --accuracy."""
+        return self.failure_class.accuracy and self.repro_level != 4
+
+    @property
+    def run_args(self) -> tuple[str, ...]:
+        """What `aoti-minify run/minify` needs beyond the launcher's own settings."""
+        accuracy = ("--accuracy",) if self.accuracy_flag else ()
+        return accuracy + tuple(arg for module in self.imports for arg in ("--import", module))
+
+
+FAMILIES = {
+    "bert": "encoder (HF)", "roberta": "encoder (HF)", "vit": "vision encoder (HF)",
+    "gpt2": "decoder (HF)", "llama": "decoder (HF)", "qwen2": "decoder (HF)",
+    "t5": "encoder-decoder (HF)", "bart": "encoder-decoder (HF)", "nn_transformer": "torch.nn building blocks",
+}
+
+
+def _w(name: str, model: str, layers: int, failure: str, device: str = "cpu") -> Workload:
+    return Workload(name, model, layers, failure, device)
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in [
+    # one family at three sizes (about 100, 500 and 2000 compute nodes): queries against log(n)
+    _w("hf-bert3-relu-compile_error", "bert", 3, "relu-compile_error"),
+    _w("hf-bert20-relu-compile_error", "bert", 20, "relu-compile_error"),
+    _w("hf-bert85-relu-compile_error", "bert", 85, "relu-compile_error"),
+    _w("hf-gpt2-relu-compile_error", "gpt2", 2, "relu-compile_error"),
+    _w("hf-t5-relu-compile_error", "t5", 2, "relu-compile_error"),
+    _w("hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error"),
+    _w("hf-bart-relu-compile_error", "bart", 2, "relu-compile_error"),
+    _w("hf-vit-relu-accuracy", "vit", 4, "relu-accuracy"),
+    _w("hf-roberta-log1p-accuracy", "roberta", 3, "log1p-accuracy"),
+    _w("hf-bert-index_put_mask-keyerror", "bert", 4, "index_put_mask-keyerror"),
+    _w("hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor"),
+    _w("hf-vit-complex_scalar-assertion", "vit", 4, "complex_scalar-assertion"),
+    _w("hf-roberta-lying_fake-accuracy", "roberta", 3, "lying_fake-accuracy"),
+    _w("hf-bert-dynamic_fake-accuracy", "bert", 4, "dynamic_fake-accuracy"),
+    _w("nn-transformer-relu-compile_error", "nn_transformer", 4, "relu-compile_error"),
+    _w("nn-transformer-cond-relu-compile_error", "nn_transformer", 4, "cond-relu-compile_error"),
+    # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
+    _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
+    _w("cuda-tv-mobilenet_v3_small-relu-compile_error", "mobilenet_v3_small", 0, "relu-compile_error", "cuda"),
+    _w("cuda-hf-bert3-relu-compile_error", "bert", 3, "relu-compile_error", "cuda"),
+    _w("cuda-hf-bert20-relu-compile_error", "bert", 20, "relu-compile_error", "cuda"),
+    _w("cuda-hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error", "cuda"),
+    _w("cuda-hf-gpt2-triton_oob", "gpt2", 2, "triton_oob", "cuda"),
+    _w("cuda-hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor", "cuda"),
+]}
+
+
+@dataclass
+class Prepared:
+    model: torch.nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    dynamic_shapes: dict | None
+    inductor_config: dict[str, object]
+    repro_level: int
+
+
+def prepare(workload: Workload) -> Prepared:
+    """The model on its device, its inputs, its export dims and the Inductor config that makes it fail."""
+    failure = workload.failure_class
+    torch.manual_seed(0)
+    if workload.model in rm.HF_MODELS:
+        model, inputs = rm.hf_model(workload.model, workload.layers, failure.act)
+    elif workload.model == "nn_transformer":
+        model, inputs = rm.nn_transformer(workload.layers, failure.act)
+    else:
+        model, inputs = rm.torchvision_model(workload.model)
+    if failure.fragment:
+        rm.splice(model, rm.FRAGMENTS[failure.fragment]())
+    device = torch.device(workload.device)
+    return Prepared(model=model.to(device), inputs=tuple(t.to(device) for t in inputs),
+                    dynamic_shapes=rm.batch_and_tokens() if failure.dynamic else None,
+                    inductor_config=_injection(failure.injection, workload.device),
+                    repro_level=workload.repro_level)
+
+
+def _injection(injection: str | None, device: str) -> dict[str, object]:
+    if injection is None:
+        return {}
+    op, bug = injection.split(":")
+    backend = "triton" if device == "cuda" and op == "relu" else "cpp"
+    return {f"{backend}.inject_{op}_bug_TESTING_ONLY": bug}
+
+
+def compute_nodes(program: torch.export.ExportedProgram) -> int:
+    return sum(1 for node in program.graph.nodes if node.op == "call_function")
