@@ -53,6 +53,50 @@ class Result:
     outcome: p.Outcome | None = None
     detail: str = ""
     signal: str = ""
+    log: str = ""  # what the worker printed during a query that asked for provenance (its launch trace)
+
+
+@dataclass(frozen=True)
+class SlotView:
+    """What scheduling needs to know of a worker."""
+
+    state: Literal["starting", "idle", "busy", "dead"]
+    running: Literal["foreground", "background"] | None
+    since: float
+    warm: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    starts: list[tuple[int, Literal["foreground", "background", "warm"]]]
+    preempt: int | None = None  # a worker whose background query goes back to the queue
+
+
+def schedule(slots: list[SlotView], foreground: int, background: int) -> Plan:
+    """Idle workers take foreground queries first, but one worker stays with background queries while
+    there are any (guesses are cheap and often right; a round's second candidate can wait one small
+    compile). A foreground query left with no worker at all takes the youngest guess's worker."""
+    guessing = len(slots) > 1 and (background > 0 or any(s.running == "background" for s in slots))
+    in_front = sum(1 for s in slots if s.running == "foreground")
+    starts: list[tuple[int, Literal["foreground", "background", "warm"]]] = []
+    for index, slot in enumerate(slots):
+        if slot.state != "idle":
+            continue
+        if foreground and in_front < len(slots) - guessing:
+            starts.append((index, "foreground"))
+            foreground, in_front = foreground - 1, in_front + 1
+        elif background:
+            starts.append((index, "background"))
+            background -= 1
+        elif not slot.warm:
+            starts.append((index, "warm"))
+    busy = {index for index, _ in starts}
+    waiting = foreground and in_front == 0
+    if waiting and not any(s.state in ("idle", "starting") and i not in busy for i, s in enumerate(slots)):
+        guesses = [i for i, s in enumerate(slots) if s.running == "background"]
+        if guesses:
+            return Plan(starts, preempt=max(guesses, key=lambda i: slots[i].since))
+    return Plan(starts)
 
 
 class _Slot:
@@ -79,6 +123,7 @@ class _Slot:
         self.ready = False
         self.state: Literal["starting", "idle", "busy", "dead"] = "starting"
         self.current: p.QueryRequest | None = None
+        self.log_start = 0  # where the current query's part of the log begins
         self.background = False  # the current query is a guess, raced beside the search
         self.warm = False  # has compiled, or been warmed up, since it started
         self.sent_at = time.monotonic()
@@ -121,6 +166,10 @@ class _Slot:
     def death(self) -> str:
         tail = worklog.tail(self.log_path)
         return f"worker {exit_text(self.proc.wait())}{_crash_hint(tail)}; last log lines:\n{tail}"
+
+    def query_log(self) -> str:
+        query = self.current
+        return worklog.since(self.log_path, self.log_start) if query is not None and query.provenance else ""
 
     def signal_name(self) -> str:
         code = self.proc.wait()
@@ -219,7 +268,8 @@ class Pool:
             new: list[Result] = []
             for slot, reply in self._poll():
                 if isinstance(reply, p.Outcome) and slot.current is not None:
-                    new.append(Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply))
+                    new.append(Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply,
+                                      log=slot.query_log()))
                     slot.current, slot.state = None, "idle"
                     if reply.poisoned:
                         self._replace(slot)
@@ -244,34 +294,25 @@ class Pool:
         return results
 
     def _dispatch(self) -> None:
-        """Give idle workers foreground queries first, but keep one worker for background queries
-        while there are any (guesses are cheap and often right; a round's second candidate can
-        wait one small compile). With no worker left for a waiting foreground query, the youngest
-        background query gives its worker up and goes back to the queue."""
-        guessing = int(len(self.slots) > 1 and (bool(self.background) or any(s.current and s.background for s in self.slots)))
-        for slot in self.slots:
-            if slot.state != "idle":
-                continue
-            in_front = sum(1 for s in self.slots if s.current is not None and not s.background)
-            if self.foreground and in_front < len(self.slots) - guessing:
-                key = next(iter(self.foreground))
-                self._send_query(slot, self.foreground.pop(key), background=False)
-            elif self.background:
-                key = next(iter(self.background))
-                self._send_query(slot, self.background.pop(key), background=True)
-            elif not slot.warm:
+        views = [SlotView(s.state, None if s.current is None else "background" if s.background else "foreground",
+                          s.sent_at, s.warm) for s in self.slots]
+        plan = schedule(views, len(self.foreground), len(self.background))
+        for index, task in plan.starts:
+            slot = self.slots[index]
+            if task == "warm":
                 self._warm(slot)
-        starved = self.foreground and not any(s.current is not None and not s.background for s in self.slots)
-        if starved and not any(s.state in ("idle", "starting") for s in self.slots):
-            running = [s for s in self.slots if s.current is not None and s.background]
-            if running:
-                slot = max(running, key=lambda s: s.sent_at)
-                self.background = {slot.current.key: slot.current, **self.background}
-                slot.current = None
-                self._replace(slot)
+            else:
+                queue = self.foreground if task == "foreground" else self.background
+                self._send_query(slot, queue.pop(next(iter(queue))), background=task == "background")
+        if plan.preempt is not None:
+            slot = self.slots[plan.preempt]
+            self.background = {slot.current.key: slot.current, **self.background}
+            slot.current = None
+            self._replace(slot)
 
     def _send_query(self, slot: _Slot, query: p.QueryRequest, background: bool) -> None:
         slot.current, slot.background, slot.state, slot.sent_at = query, background, "busy", time.monotonic()
+        slot.log_start = worklog.size(slot.log_path)
         slot.deadline = slot.sent_at + self.config.timeout
         slot.send(query)
         slot.warm = True
@@ -294,13 +335,14 @@ class Pool:
         kind = "crash" if slot.state == "dead" else "timeout"
         detail = slot.death() if kind == "crash" else f"no verdict within {self.config.timeout:.0f} s"
         signal_name = slot.signal_name() if kind == "crash" else ""
+        log = slot.query_log()
         slot.current = None
         self._replace(slot)
         if not slot.ready:
             self._count_start_failure(detail)
         if query is None:
             return []
-        return [Result(query, kind, now - slot.sent_at, detail=detail, signal=signal_name)]
+        return [Result(query, kind, now - slot.sent_at, detail=detail, signal=signal_name, log=log)]
 
     def _count_start_failure(self, detail: str) -> None:
         self.start_failures += 1

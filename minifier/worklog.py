@@ -10,6 +10,7 @@ benchmark and the tests find which fork server forked a worker.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import time
@@ -19,6 +20,7 @@ from .layout import SCRATCH
 FORK_SERVER_LOG = "forkserver.log"
 _WORKER_LOG = "worker-{}.log"
 PHASE_MARK = "[aoti-lens phase] "
+PROVENANCE_MARK = "[aoti-lens provenance] "
 _WORKER_HEADER = re.compile(r"^=== worker (\d+), start (\d+) at ([0-9.]+), forked by (\d+) ===$", re.MULTILINE)
 _SERVER_HEADER = re.compile(r"^=== fork server (\d+) started at ([0-9.]+) ===$", re.MULTILINE)
 
@@ -53,6 +55,27 @@ def phase(name: str, detail: str) -> None:
     print(f"{PHASE_MARK}{name} {detail} at {time.time():.3f}", flush=True)
 
 
+def provenance_mark(kernels: dict[str, list[str]]) -> None:
+    """Write Inductor's kernel provenance (`name:handle` -> graph nodes) into the log: a worker that
+    dies while running the compiled program cannot send it any other way."""
+    print(f"{PROVENANCE_MARK}{json.dumps(kernels, separators=(',', ':'))}", flush=True)
+
+
+def provenance_in(log_text: str) -> dict[str, list[str]]:
+    """The last provenance mark of a log, or nothing."""
+    at = log_text.rfind(PROVENANCE_MARK)
+    if at == -1:
+        return {}
+    line = log_text[at + len(PROVENANCE_MARK):].split("\n", 1)[0]
+    try:
+        found = json.loads(line)
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {key: [n for n in nodes if isinstance(n, str)] for key, nodes in found.items() if isinstance(nodes, list)}
+
+
 def phase_marks(log_text: str) -> list[tuple[float, str, str]]:
     """(clock time, step, detail) of each step a log marks."""
     marks = []
@@ -82,6 +105,24 @@ def starts(log_text: str) -> list[tuple[float, str]]:
 def forked_by(log_text: str) -> set[int]:
     """The fork servers that the workers of a worker log were forked by."""
     return {int(m[4]) for m in _WORKER_HEADER.finditer(log_text)}
+
+
+def size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def since(path: str, offset: int, limit: int = 1 << 20) -> str:
+    """What a log received from `offset` on (its last `limit` bytes)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(offset, f.tell() - limit))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def tail(path: str, limit: int = 2000) -> str:
