@@ -21,15 +21,17 @@ from . import worker_protocol as p
 from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
 from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
 from .pool import Pool, Result
-from .provenance import kernel_slices, read_kernel_source, resolve_kernel
+from .provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
 from .reporter import Reporter
 from .search import Candidate, Race, Space, make_closure, minimize
 from .session import Session
 from .signature import KernelRef, Signature
 from .verdicts import classify, result_signature
 from .worker_protocol import GraphInfo
+from .worklog import provenance_in
 
 PROBE_KEY = "probe"
+OUTSIDE_SIGNALS = {"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"}
 MAX_PROBE_LEADS = 3  # slices around the first diverging node, widening
 
 
@@ -121,12 +123,16 @@ class PoolOracle:
         self.record(candidate, result)
         if candidate == self.whole and not self.kernel_known:
             _, analysis = result_signature(result)
-            outcome = result.outcome
-            self.found += self.kernel_leads(analysis.kernel if analysis else None, outcome.kernels if outcome else {})
+            provenance = provenance_in(result.log)
+            kernel = failing_kernel(analysis.kernel if analysis else None, result.log, provenance)
+            self.found += self.kernel_leads(kernel, provenance)
 
     def crashed_unexpectedly(self, result: Result) -> bool:
-        """A crash is retried once unless crashing is the failure being minified."""
-        return result.kind == "crash" and (self.target is None or self.target.kind != "crash")
+        """A worker killed from outside (the OOM killer, a user's kill) is retried once, unless crashing
+        is the failure being minified; a signal the program raises itself (SIGSEGV, SIGABRT) is a verdict."""
+        if result.kind != "crash" or result.signal not in OUTSIDE_SIGNALS:
+            return False
+        return self.target is None or self.target.kind != "crash"
 
     def record(self, candidate: Candidate, result: Result) -> None:
         self.results[candidate] = result
@@ -205,16 +211,17 @@ class PoolOracle:
         return candidate
 
     def write_checkpoint(self, candidate: Candidate) -> bool:
-        outcome = self.results[candidate].outcome if candidate in self.results else None
-        if outcome is None or not outcome.pt2:
+        saved = _saved_program(self.results[candidate]) if candidate in self.results else None
+        if saved is None:
             self.reporter.log(f"no saved program for the {len(candidate)}-node graph; checkpoint skipped", "warning")
             return False
+        pt2, code = saved
         header = [f"aoti-lens checkpoint: {len(candidate)} of {self.progress.start_nodes} graph nodes",
                   f"reproduces: {self.target.describe() if self.target else 'the original failure'}"]
         path = write_checkpoint(self.session.layout, self.session.spec, self.session.accuracy, len(candidate),
-                                outcome.pt2, outcome.code, header, self.session.options.imports)
+                                pt2, code, header, self.session.options.imports)
         self.progress.checkpoint, self.progress.checkpoint_nodes = path, len(candidate)
-        self.reporter.emit(CheckpointEvent(nodes=len(candidate), path=path, graph=outcome.code,
+        self.reporter.emit(CheckpointEvent(nodes=len(candidate), path=path, graph=code,
                                            queries=self.progress.queries, seconds=self.progress.seconds))
         self.reporter.say(f"{self.progress.line()} | checkpoint {path}")
         return True
@@ -299,6 +306,22 @@ def sanity(session: Session, oracle: PoolOracle, full: Candidate) -> Signature:
         raise DoesNotFail(f"the graph fails, but its error does not match --check-str {session.check_str!r}: "
                           f"{signature.describe()}")
     return signature
+
+
+def _saved_program(result: Result) -> tuple[str, str] | None:
+    """The failing candidate's program and code, as its worker saved them before compiling; a worker
+    that died running it left them beside its saved program."""
+    outcome = result.outcome
+    if outcome is not None:
+        return (outcome.pt2, outcome.code) if outcome.pt2 else None
+    pt2 = result.query.save_pt2
+    if not pt2 or not os.path.exists(pt2):
+        return None
+    try:
+        with open(p.code_beside(pt2), encoding="utf-8") as f:
+            return pt2, f.read()
+    except OSError:
+        return pt2, ""
 
 
 def _detail(result: Result) -> str:

@@ -3,6 +3,9 @@
 Exact evidence first: Inductor's provenance tracking, turned on in the worker that compiles the
 original (kernel name -> the graph nodes it came from, for C++ and Triton kernels alike), and the
 `# Topologically Sorted Source Nodes: [add, relu]` comment Triton wrappers write above each kernel.
+An error that names no kernel (a run that raises in an extern call, or dies inside a kernel) is
+placed by AOTI's launch trace of that run: the wrapper line of a failed API call, or the kernel
+launch that began and never ended.
 Only without either do the op names in the kernel's name (`cpp_fused_add_relu_3`) select graph
 nodes, and the connected groups of them that cover every op are its likely origin: a guess.
 
@@ -20,6 +23,9 @@ from dataclasses import replace
 from .signature import KernelRef, kernel_ops
 from .worker_protocol import GraphInfo
 
+_LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<name>.+?) \]\s*$", re.M)
+_API_FAILED = re.compile(r"API call failed at (?P<file>/\S+?\.cpp), line (?P<line>\d+)")
+_HANDLE = re.compile(r"\[Provenance debug handles\] (?P<key>\S+)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)', re.M)
 _SOURCE_NODES = re.compile(r"Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
 _DEF = re.compile(r"^def (?P<name>triton_\w+)\(", re.M)
@@ -64,6 +70,50 @@ EXPENSIVE_OPS = {"convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d"
                  "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
 
 
+def failing_kernel(named: KernelRef | None, log: str, provenance: Mapping[str, list[str]]) -> KernelRef | None:
+    """The kernel a failure happened in: the one its error names, else the one the original's run
+    failed in (from its log: the launch trace and the provenance of its compile)."""
+    if named is not None:
+        return named
+    key = failing_launch(log, provenance)
+    if key is None:
+        return None
+    return KernelRef(name=key.rpartition(":")[0], source_nodes=list(provenance[key]), exact=True)
+
+
+def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:
+    """The provenance key (`name:handle`) of the kernel a compiled program's run failed in: the one
+    above the wrapper line that a failed AOTI API call names, else the launch that began and never
+    ended (a kernel's n-th launch is its n-th debug handle: the wrapper runs them in that order)."""
+    failed = list(_API_FAILED.finditer(log))
+    if failed:
+        key = _handle_above(failed[-1].group("file"), int(failed[-1].group("line")))
+        if key in provenance:
+            return key
+    launches = list(_LAUNCH.finditer(log))
+    if not launches or launches[-1].group("when") != "before":
+        return None
+    name = launches[-1].group("name")
+    nth = sum(1 for m in launches if m.group("when") == "before" and m.group("name") == name)
+    keys = sorted((k for k in provenance if k.rpartition(":")[0] == name), key=_handle_number)
+    return keys[nth - 1] if nth <= len(keys) else None
+
+
+def _handle_above(wrapper: str, line: int) -> str | None:
+    try:
+        with open(wrapper, encoding="utf-8", errors="replace") as f:
+            above = [next(f, "") for _ in range(line)]
+    except OSError:
+        return None
+    keys = [m.group("key") for text in above for m in _HANDLE.finditer(text)]
+    return keys[-1] if keys else None
+
+
+def _handle_number(key: str) -> int:
+    number = key.rpartition(":")[2]
+    return int(number) if number.isdigit() else 0
+
+
 def resolve_kernel(kernel: KernelRef, graph: GraphInfo, source: str | None, extra_texts: Iterable[str] = (),
                    provenance: Mapping[str, list[str]] | None = None) -> KernelRef:
     """Fill in the kernel's name, ATen ops and source nodes from its file and the graph.
@@ -76,7 +126,9 @@ def resolve_kernel(kernel: KernelRef, graph: GraphInfo, source: str | None, extr
     graph_ops = {n.op for n in graph.nodes if n.kind == "compute"}
     ops = kernel_ops(name, graph_ops | set(_DECOMPOSED_FROM)) if name else list(kernel.aten_ops)
     if kernel.source_nodes:
-        return replace(kernel, name=name, aten_ops=ops)
+        compute = set(graph.compute_nodes())
+        nodes = sorted((n for n in kernel.source_nodes if n in compute), key=_order(graph))
+        return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes)
     nodes = _tracked_source_nodes(name, provenance or {}, graph) or _named_source_nodes(
         name, [source or "", *extra_texts], graph)
     if nodes:
@@ -118,8 +170,10 @@ def expensive(nodes: Iterable[str], graph: GraphInfo) -> bool:
 
 
 def _tracked_source_nodes(name: str | None, provenance: Mapping[str, list[str]], graph: GraphInfo) -> list[str]:
+    """The graph nodes of kernel `name` (a generated kernel's name is unique; its key adds a debug handle)."""
     compute = set(graph.compute_nodes())
-    return sorted((n for n in provenance.get(name or "", []) if n in compute), key=_order(graph))
+    found = {n for key, nodes in provenance.items() if name and key.rpartition(":")[0] == name for n in nodes}
+    return sorted(found & compute, key=_order(graph))
 
 
 def _graph_ops(kernel_ops: list[str], graph: GraphInfo) -> set[str]:

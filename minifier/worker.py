@@ -23,7 +23,7 @@ from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
 from .signature import analyze_error
-from .worklog import phase
+from .worklog import phase, provenance_mark
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
@@ -124,10 +124,9 @@ class Worker:
         package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
         code = eager.code.strip()
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
-        saved = self._save(ep, request.save_pt2)
-        kernels: dict[str, list[str]] = {}
+        saved = self._save(ep, request.save_pt2, code)
         try:
-            with recording_provenance(kernels) if request.provenance else contextlib.nullcontext():
+            with recording_provenance() if request.provenance else contextlib.nullcontext():
                 compiled = self._compile(ep, package)
             self._run(compiled, eager, args, kwargs)
         except Exception as e:
@@ -135,15 +134,15 @@ class Worker:
             error = analyze_error(type(e).__name__, str(e) or repr(e))
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
             return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start, error=error,
-                             text=_clip(text), code=code, pt2=saved, poisoned=poisoned, kernels=kernels)
+                             text=_clip(text), code=code, pt2=saved, poisoned=poisoned)
         finally:
             _remove(package)
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 torch.cuda.empty_cache()
         if saved:
             _remove(saved)  # only failing candidates become checkpoints
-        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code,
-                         kernels=kernels)
+            _remove(p.code_beside(saved))
+        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code)
 
     def probe(self, request: p.QueryRequest, start: float) -> p.Reply:
         """Localize an accuracy failure by values: one compile of the whole graph with every probed node
@@ -207,13 +206,15 @@ class Worker:
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 torch.cuda.synchronize()
 
-    def _save(self, ep, path: str | None) -> str | None:
+    def _save(self, ep, path: str | None, code: str) -> str | None:
         if not path:
             return None
         import torch
         try:
             torch.export.save(ep, path + ".tmp")
             os.replace(path + ".tmp", path)
+            with open(p.code_beside(path), "w", encoding="utf-8") as f:
+                f.write(code)
             return path
         except Exception:  # a candidate we cannot save is still a valid verdict
             _remove(path + ".tmp")
@@ -233,11 +234,14 @@ def _poisons_cuda(text: str) -> bool:
 
 
 @contextlib.contextmanager
-def recording_provenance(kernels: dict[str, list[str]]):
-    """Inductor's provenance tracking for one compile, into `kernels`: kernel name -> the graph nodes it
-    came from. Inductor keeps that map only while it compiles (a context resets it on the way out,
-    also when the compile fails, which is when it is wanted), so the map is read on the way out of
-    that context. A cache hit would skip code generation and record nothing: caches are off."""
+def recording_provenance():
+    """Inductor's provenance tracking for one compile, written to the log as a provenance mark (kernel
+    name and debug handle -> the graph nodes it came from), and AOTI's launch trace for its run (each
+    kernel's name printed before and after it runs, so that the log of a run that fails or dies says
+    in which kernel). Inductor keeps the map only while it compiles (a context resets it on the way out,
+    also when the compile fails, which is when it is wanted), so it is read on the way out of that
+    context; the mark is written before the run, which may kill the process. A cache hit would skip
+    code generation and record nothing: caches are off."""
     import torch._inductor.config as inductor_config
     import torch._inductor.debug as debug
 
@@ -245,6 +249,7 @@ def recording_provenance(kernels: dict[str, list[str]]):
     if resetting is None or not hasattr(debug, "create_kernel_information_json"):
         yield  # a torch without provenance tracking: the op-name guesses remain
         return
+    kernels: dict[str, list[str]] = {}
 
     @contextlib.contextmanager
     def reading_on_exit():
@@ -252,16 +257,19 @@ def recording_provenance(kernels: dict[str, list[str]]):
             try:
                 yield
             finally:
-                for name, info in debug.create_kernel_information_json().items():
-                    nodes = kernels.setdefault(name.rsplit(":", 1)[0], [])
+                for key, info in debug.create_kernel_information_json().items():
+                    nodes = kernels.setdefault(key, [])
                     nodes.extend(n for n in info.get("pre_grad_nodes", []) if n not in nodes)
 
     debug.reset_provenance_globals = reading_on_exit
+    patches = {"trace.provenance_tracking_level": 1, "force_disable_caches": True,
+               "aot_inductor.debug_intermediate_value_printer": "3"}
     try:
-        with inductor_config.patch({"trace.provenance_tracking_level": 1, "force_disable_caches": True}):
+        with inductor_config.patch(patches):
             yield
     finally:
         debug.reset_provenance_globals = resetting
+        provenance_mark(kernels)
 
 
 def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:

@@ -78,7 +78,8 @@ class WarmRequest:
 class QueryRequest:
     """Compile, load and run one candidate: the original program, or the graph made of `kept`.
 
-    `provenance`: record which graph nodes each generated kernel came from (Outcome.kernels).
+    `provenance`: record which graph nodes each generated kernel came from, and trace the kernel launches
+    of the run, both into the worker's log (minifier.worklog).
     `probe`: an accuracy failure's localization instead: compile the graph once with every tensor
     node an output and compare each with the eager fp64 reference (Outcome.diverged)."""
 
@@ -90,6 +91,12 @@ class QueryRequest:
     provenance: bool = False
     probe: bool = False
     type: Literal["query"] = "query"
+
+
+def code_beside(pt2: str) -> str:
+    """Where a worker writes a saved candidate's readable code, beside its program: a worker that dies
+    running it sends no Outcome, and that failure may be the one being minified."""
+    return pt2 + ".code.py"
 
 
 Request = Union[InitRequest, DescribeRequest, ValuesRequest, WarmRequest, QueryRequest]
@@ -135,7 +142,6 @@ class Outcome:
     code: str = ""
     pt2: str | None = None
     poisoned: bool = False
-    kernels: dict[str, list[str]] = field(default_factory=dict)  # kernel name -> its graph nodes
     diverged: list[str] = field(default_factory=list)  # a probe's nodes off the reference, in graph order
     type: Literal["outcome"] = "outcome"
 
