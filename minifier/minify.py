@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from . import worker_protocol as p
@@ -228,13 +228,19 @@ class PoolOracle:
 
 
 class Checkpointing:
-    """The search's Oracle: the race's rounds, each smaller failing graph a checkpoint at once."""
+    """The search's Oracle: the race's rounds, each smaller failing graph a checkpoint at once, each
+    candidate known already reported as a cached verdict."""
 
     def __init__(self, race: Race, oracle: PoolOracle) -> None:
         self.race = race
         self.oracle = oracle
 
-    def first_failing(self, candidates, current):
+    def first_failing(self, candidates: Sequence[Candidate], current: Candidate) -> Candidate | None:
+        for candidate in candidates:
+            verdict = self.oracle.verdicts.get(candidate)
+            if verdict is not None:
+                self.oracle.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=0.0,
+                                                         cached=True, queries=self.oracle.progress.queries))
         hit = self.race.first_failing(candidates, current)
         return self.oracle.accept(hit) if hit is not None else None
 
@@ -264,6 +270,8 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
             current = oracle.accept(race.settle_guesses(current))
         final = minimize(space, current, Checkpointing(race, oracle), max_granularity=options.max_granularity)
         race.close()
+        if race.implied:
+            reporter.say(f"{race.implied} candidates not compiled: each is part of a graph that passed")
         return finish(session, oracle, final, reporter)
     except KeyboardInterrupt:
         cancel(session, progress, reporter)

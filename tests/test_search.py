@@ -211,3 +211,25 @@ def test_a_guess_larger_than_the_current_graph_is_stopped_not_awaited():
     result, pool = race_to_the_end(64, lambda c: "n40" in c, guesses=[big], latency=latency)
     assert result == {"n40"} and pool.now < 500
     assert big in pool.stopped
+
+
+def test_a_part_of_a_graph_that_passed_is_not_compiled():
+    names, space = chain(16)
+    pool = SimulatedPool(lambda c: {"n9", "n12"} <= c)
+    race = Race(pool)
+    clean = frozenset(names[:8])
+    pool._verdicts[clean] = "passes"
+    pool._verdicts[frozenset({"n13", "n14"})] = "other_failure"  # only a clean run implies anything
+    inside, outside, under_other = frozenset(names[:4]), frozenset(names[8:12]), frozenset({"n13"})
+    assert race.first_failing([inside, outside, under_other], frozenset(names)) is None
+    assert [c for c, _ in pool.started] == [outside, under_other] and race.implied == 1
+
+
+def test_the_monotone_shortcut_still_finds_interacting_nodes_in_fewer_compiles():
+    names, space = chain(140)
+    window = lambda c: {"n60", "n62", "n66"} <= c  # noqa: E731
+    counting = CountingOracle(window)
+    assert minimize(space, frozenset(names), counting) == {"n60", "n62", "n66"}
+    result, pool = race_to_the_end(140, window)
+    assert result == {"n60", "n62", "n66"}
+    assert len(pool.verdicts) < len(counting.seen) / 1.5
