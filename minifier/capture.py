@@ -4,20 +4,27 @@ A device-side assert or an illegal memory access poisons the process's CUDA cont
 dump after the failure then dies copying weights off the GPU, leaving a corrupt .pt2 (seen with
 torch 2.11 on an H200). Under capture, PyTorch also dumps every AOTI compile *before* compiling
 (AOTINDUCTOR_REPRO_LEVEL=3, or 4 for accuracy); capture snapshots each dump as it appears, before the
-failing compile can overwrite it, then reproduces every snapshot in an isolated worker.
+failing compile can overwrite it, then reproduces every snapshot in an isolated worker. A dump of
+the same program again (PyTorch's own dump after the failure, with the config as it was then)
+replaces its earlier snapshot instead of adding one. Each snapshot's events log starts with a
+`capture` begin event at once, so that an editor shows it as being worked on, not as a new failure
+to reproduce itself.
 """
 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .artifacts import relocate_dump
-from .layout import DumpLayout, launcher_glob
+from .launcher import BadLauncher, read_launcher
+from .layout import CAPTURE_SUFFIX, DumpLayout, capture_name, launcher_glob, run_folder
 from .procs import exit_text
+from .reporter import append_events, begin_event
 
 POLL_SECONDS = 0.2
 
@@ -37,31 +44,55 @@ def capture(command: list[str], debug_dir: str, accuracy: bool) -> Captured:
         proc = subprocess.Popen(command, env=env)
     except OSError as e:
         raise ValueError(f"cannot run {command[0]!r}: {e.strerror}") from e
-    seen: set[tuple[str, int]] = set()
-    snapshots: list[str] = []
+    snapshots = Snapshots(debug_dir, started)
     while proc.poll() is None:
-        snapshots += _snapshot_new_dumps(debug_dir, started, seen)
+        snapshots.take_new()
         time.sleep(POLL_SECONDS)
-    snapshots += _snapshot_new_dumps(debug_dir, started, seen)
-    return Captured(exit_status=exit_text(proc.returncode), launchers=snapshots)
+    snapshots.take_new()
+    return Captured(exit_status=exit_text(proc.returncode), launchers=list(snapshots.taken.values()))
 
 
-def _snapshot_new_dumps(debug_dir: str, started: float, seen: set[tuple[str, int]]) -> list[str]:
-    """PyTorch writes the launcher after its .pt2, so a launcher on disk means a complete dump."""
-    taken = []
-    for launcher in sorted(glob.glob(launcher_glob(debug_dir))):
-        if ".capture" in launcher:
-            continue
+@dataclass
+class Snapshots:
+    debug_dir: str
+    started: float
+    seen: set[tuple[str, int]] = field(default_factory=set)
+    taken: dict[tuple[str, str], str] = field(default_factory=dict)  # (source launcher, program hash) -> snapshot
+
+    def take_new(self) -> None:
+        """PyTorch writes the launcher after its .pt2, so a launcher on disk means a complete dump."""
+        for launcher in sorted(glob.glob(launcher_glob(self.debug_dir))):
+            if CAPTURE_SUFFIX in DumpLayout.of(launcher).run_name:
+                continue
+            try:
+                mtime = os.stat(launcher).st_mtime_ns
+            except OSError:
+                continue
+            if mtime < (self.started - 1) * 1e9 or (launcher, mtime) in self.seen:
+                continue
+            self.seen.add((launcher, mtime))
+            self._take(launcher)
+
+    def _take(self, launcher: str) -> None:
+        key = (launcher, _program_hash(launcher))
+        layout = DumpLayout.of(launcher)
+        name = DumpLayout.of(self.taken[key]).run_name if key in self.taken \
+            else capture_name(layout.run_name, len(self.taken) + 1)
+        target = os.path.join(run_folder(self.debug_dir, name), os.path.relpath(layout.launcher, layout.run_dir))
+        if key not in self.taken:  # before the launcher appears there, so that an editor never sees it unclaimed
+            append_events(DumpLayout.of(target).events_log, [begin_event("capture", target)])
         try:
-            mtime = os.stat(launcher).st_mtime_ns
+            self.taken[key] = relocate_dump(launcher, self.debug_dir, name)
         except OSError:
-            continue
-        if mtime < (started - 1) * 1e9 or (launcher, mtime) in seen:
-            continue
-        seen.add((launcher, mtime))
-        try:
-            taken.append(relocate_dump(launcher, debug_dir, f"{DumpLayout.of(launcher).run_name}.capture{len(seen)}"))
-        except OSError:
-            continue  # the dump is being rewritten right now; the next poll sees its new version
-    return taken
+            return  # the dump is being rewritten right now; the next poll sees its new version
+
+
+def _program_hash(launcher: str) -> str:
+    """The dumped program's bytes: two dumps of one compile hold the same program."""
+    try:
+        path = read_launcher(launcher, require_pt2=False).pt2
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except (BadLauncher, OSError):
+        return f"unreadable:{launcher}:{time.monotonic_ns()}"
 

@@ -11,7 +11,7 @@ import traceback
 
 from .artifacts import OutputError
 from .devices import default_devices, default_workers
-from .events import EXIT_MEANINGS, KEEP_WARM_SECONDS, ErrorEvent, ExitCode, error_code, exit_code
+from .events import EXIT_MEANINGS, KEEP_WARM_SECONDS, ErrorEvent, ExitCode, ReportEvent, error_code, exit_code
 from .launcher import BadLauncher
 from .options import Options
 from .pool import PoolError
@@ -98,6 +98,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="import MODULE in the workers that reproduce what was captured")
     capture.add_argument("program", nargs=argparse.REMAINDER, help="-- the command to run")
 
+    report = commands.add_parser("report", help="write report.md beside repro.py: a PyTorch bug report (error, "
+                                 "minimal graph, repro inline, config, versions)")
+    report.add_argument("launcher")
+    report.add_argument("--output", default=None, help="write it here instead of beside repro.py")
+    report.add_argument("--no-versions", dest="versions", action="store_false",
+                        help="do not start torch to collect the versions (faster)")
+    report.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
+
     demo = commands.add_parser("demo", help="dump the bundled failing model, then reproduce and minify it")
     demo.add_argument("--dir", default="aoti-lens-demo", help="folder for the dump (default ./aoti-lens-demo)")
     demo.add_argument("--device", default=None, choices=("cpu", "cuda"), help="default: cuda when available")
@@ -114,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
         return demo(args)
     if args.command == "capture":
         return capture(args)
+    if args.command == "report":
+        return report(args)
     options = Options(**{k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__})
     options.devices = [d for d in args.devices.split(",") if d] or list(default_devices())
     if args.command == "warm":
@@ -139,6 +149,7 @@ def execute(command: str, options: Options) -> int:
     from .reproduce import reproduce
     try:
         session = Session.open(options)
+        reporter.record_to(session.layout.events_log, command, session.spec.path)
         if command == "run":
             failure = reproduce(session, reporter)
             if failure is None:
@@ -170,6 +181,8 @@ def execute(command: str, options: Options) -> int:
         reporter.say(traceback.format_exc())
         return _fail(reporter, ExitCode.INTERNAL, f"aoti-lens internal error: {type(e).__name__}: {e} "
                      "(please report it with the traceback above)")
+    finally:
+        reporter.close()
 
 
 def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:
@@ -199,6 +212,20 @@ def capture(args: argparse.Namespace) -> int:
     codes = [execute("run", Options(launcher=path, events=args.events, imports=args.imports))
              for path in captured.launchers]
     return ExitCode.OK if ExitCode.OK in codes else min(codes)
+
+
+def report(args: argparse.Namespace) -> int:
+    from .report import NothingToReport, write_report
+    reporter = Reporter(args.events)
+    try:
+        written = write_report(args.launcher, args.output, args.versions)
+    except (BadLauncher, NothingToReport) as e:
+        return _fail(reporter, ExitCode.BAD_INPUT, str(e))
+    except OSError as e:
+        return _fail(reporter, ExitCode.BAD_INPUT, f"cannot write the report: {e}")
+    reporter.emit(ReportEvent(path=written.path))
+    reporter.result(f"wrote {written.path}")
+    return ExitCode.OK
 
 
 def demo(args: argparse.Namespace) -> int:

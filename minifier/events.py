@@ -1,16 +1,20 @@
 """The aoti-minify command-line contract: what it prints, writes and exits with.
 
 The language server relies on nothing else of the minifier's: the JSON-lines events `--events`
-prints on stdout, failure.json, the exit codes (ExitCode), the error codes that name them in an
-`error` event (ErrorCode), and how long a warm fork server waits. Both sides import this one module
-(it is torch-free), so they cannot drift apart. Every event carries `"v": SCHEMA_VERSION`; a reader
-rejects other versions with a clear message instead of misreading them.
+prints on stdout, the same events appended to the dump's events log (`DumpLayout.events_log`, each
+run's starting with a `begin` event that names its process), failure.json, the exit codes
+(ExitCode), the error codes that name them in an `error` event (ErrorCode), and how long a warm fork
+server waits. Both sides import this one module (it is torch-free), so they cannot drift apart.
+Every event carries `"v": SCHEMA_VERSION`; a reader rejects other versions with a clear message
+instead of misreading them. A new kind of event is no new version: readers skip kinds they do not
+know (the server logs them).
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
@@ -90,6 +94,23 @@ class Failure:
     v: int = SCHEMA_VERSION
 
 
+Command = Literal["run", "minify", "capture", "report"]
+
+
+@dataclass(frozen=True)
+class BeginEvent:
+    """The first event of every run in the events log: who writes the events that follow. `capture`
+    writes one into each snapshot it takes, then reproduces the snapshots when the program ends."""
+
+    command: Command
+    pid: int
+    host: str
+    started: float  # time.time()
+    launcher: str
+    event: Literal["begin"] = "begin"
+    v: int = SCHEMA_VERSION
+
+
 @dataclass(frozen=True)
 class StartEvent:
     nodes: int
@@ -166,6 +187,15 @@ class ErrorEvent:
 
 
 @dataclass(frozen=True)
+class ReportEvent:
+    """`aoti-minify report` wrote the bug report at `path`."""
+
+    path: str
+    event: Literal["report"] = "report"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
 class LogEvent:
     message: str
     level: Literal["info", "warning"] = "info"
@@ -173,10 +203,13 @@ class LogEvent:
     v: int = SCHEMA_VERSION
 
 
-Event = Union[StartEvent, CandidateEvent, CheckpointEvent, DoneEvent, FailureEvent,
-              CancelledEvent, ErrorEvent, LogEvent]
+Event = Union[BeginEvent, StartEvent, CandidateEvent, CheckpointEvent, DoneEvent, FailureEvent,
+              CancelledEvent, ErrorEvent, ReportEvent, LogEvent]
+# After these a run has nothing more to say (a `run` ends with its `failure` event).
+FINAL_EVENTS = (DoneEvent, CancelledEvent, ErrorEvent, FailureEvent, ReportEvent)
 
 _BY_NAME: dict[str, type] = {
+    "begin": BeginEvent,
     "start": StartEvent,
     "candidate": CandidateEvent,
     "checkpoint": CheckpointEvent,
@@ -184,6 +217,7 @@ _BY_NAME: dict[str, type] = {
     "failure": FailureEvent,
     "cancelled": CancelledEvent,
     "error": ErrorEvent,
+    "report": ReportEvent,
     "log": LogEvent,
 }
 
@@ -212,3 +246,59 @@ def load_failure(path: str) -> Failure:
     if not isinstance(data, dict) or data.get("v") != SCHEMA_VERSION:
         raise wire.WireError(f"{path}: not a failure.json of schema v{SCHEMA_VERSION}")
     return wire.decode(Failure, data)
+
+
+# A run starts the events log afresh beyond this size, so that it never grows without end.
+EVENTS_LOG_LIMIT = 16 << 20
+
+
+@dataclass
+class TailRead:
+    events: list[Event]
+    problems: list[str]
+    restarted: bool  # the log was replaced or truncated: what was read before is gone
+
+
+@dataclass
+class EventsTail:
+    """What was appended to an events log since the last read, whole lines only (a line still being
+    written is read next time). A log that was replaced or truncated is read again from its start."""
+
+    path: str
+    offset: int = 0
+    inode: int | None = None
+
+    def read(self, limit: int = EVENTS_LOG_LIMIT * 2) -> TailRead:
+        try:
+            with open(self.path, "rb") as f:
+                stat = os.fstat(f.fileno())
+                restarted = self.inode is not None and (stat.st_ino != self.inode or stat.st_size < self.offset)
+                if restarted or self.inode is None:
+                    self.offset = 0
+                self.inode = stat.st_ino
+                f.seek(self.offset)
+                data = f.read(limit)
+        except OSError:
+            restarted = self.inode is not None
+            self.inode, self.offset = None, 0
+            return TailRead([], [], restarted)
+        end = data.rfind(b"\n") + 1
+        if end == 0 and len(data) == limit:  # one line longer than the limit: skip it
+            self.offset += len(data)
+            return TailRead([], [f"{self.path}: a line longer than {limit >> 20} MiB skipped"], restarted)
+        self.offset += end
+        events, problems = [], []
+        for line in data[:end].decode("utf-8", "replace").splitlines():
+            if not line.strip():
+                continue
+            try:
+                events.append(parse_event(line))
+            except wire.WireError as e:
+                problems.append(str(e))
+        return TailRead(events, problems, restarted)
+
+
+def last_run(events: list[Event]) -> list[Event]:
+    """The events of the last run in a log: from its last `begin` on (all of them if none)."""
+    starts = [i for i, e in enumerate(events) if isinstance(e, BeginEvent)]
+    return events[starts[-1]:] if starts else events

@@ -9,7 +9,10 @@
           failure.json                             `run`: what failed, and where
           checkpoints/<N>.py + <N>.pt2             `minify`: each smaller failing graph
           repro.py + repro.pt2                     `minify`: the last checkpoint
+          report.md                                `report`: a PyTorch bug report of the repro
           aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/
+            events.jsonl                             every run's events, appended (the editor tails it)
+      run_<time>-pid_<pid>.capture<N>/           `capture`: a snapshot of that run folder's dump
 
 Paths only, no file is touched: the CLI, capture and the language server all name these files here.
 """
@@ -30,6 +33,10 @@ CHECKPOINTS = "checkpoints"
 EXPORTED_PROGRAM = "exported_program.pt2"
 FAILURE_JSON = "failure.json"
 REPRO_PY = "repro.py"
+REPRO_STANDALONE = "repro_standalone.py"  # a repro with the program inline (issue 14); report.md prefers it
+REPORT_MD = "report.md"
+EVENTS_LOG = "events.jsonl"
+CAPTURE_SUFFIX = ".capture"
 SCRATCH = "aoti-lens-work"
 PACKAGES = "packages"  # inside SCRATCH: the workers' compiled candidates, each removed once it has run
 _CHECKPOINT = re.compile(r"(\d+)\.py")
@@ -88,8 +95,22 @@ class DumpLayout:
         return program_of(self.repro_py)
 
     @property
+    def repro_standalone(self) -> str:
+        return os.path.join(self.root, REPRO_STANDALONE)
+
+    @property
+    def report_md(self) -> str:
+        return os.path.join(self.root, REPORT_MD)
+
+    @property
     def work(self) -> str:
         return os.path.join(self.root, SCRATCH)
+
+    @property
+    def events_log(self) -> str:
+        """Where every `run`, `minify` and `capture` of this dump appends its events, for an editor that
+        did not start it (the language server tails it)."""
+        return os.path.join(self.work, EVENTS_LOG)
 
     @property
     def values(self) -> str:
@@ -123,12 +144,29 @@ def launcher_in(folder: str) -> str | None:
 
 
 def launchers_in(debug_dir: str) -> list[str]:
-    """The launchers of the run folders in one torch_compile_debug folder."""
+    """The launchers of the run folders in one torch_compile_debug folder, but for run folders that
+    `capture` snapshotted: their snapshots stand for them."""
     try:
         runs = [r for r in os.listdir(debug_dir) if r.startswith(RUN_PREFIX)]
     except OSError:
         return []
-    return [p for p in (os.path.join(debug_dir, r, MINIFIER, LAUNCHER) for r in runs) if os.path.isfile(p)]
+    captured = {r.partition(CAPTURE_SUFFIX)[0] for r in runs if CAPTURE_SUFFIX in r}
+    return [p for p in (os.path.join(debug_dir, r, MINIFIER, LAUNCHER) for r in runs if r not in captured)
+            if os.path.isfile(p)]
+
+
+def captured(run_dir: str) -> bool:
+    """Whether `capture` snapshotted this run folder: PyTorch may have overwritten its dump since (with
+    a corrupt one after a device-side assert), and the snapshots hold every version of it."""
+    parent, name = os.path.split(run_dir)
+    try:
+        return any(n.startswith(name + CAPTURE_SUFFIX) for n in os.listdir(parent))
+    except OSError:
+        return False
+
+
+def capture_name(run_name: str, n: int) -> str:
+    return f"{run_name}{CAPTURE_SUFFIX}{n}"
 
 
 def launcher_glob(debug_root: str) -> str:

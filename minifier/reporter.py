@@ -1,21 +1,69 @@
-"""How a command talks to its caller: human progress on stderr; with --events, JSON lines on stdout."""
+"""How a command talks to its caller: human progress on stderr; with --events, JSON lines on stdout;
+and, once it knows its dump, the same events appended to the dump's events log, which an editor
+that did not start the command tails to show it live."""
 
 from __future__ import annotations
 
+import os
+import socket
 import sys
+import time
 from collections.abc import Iterable
+from typing import IO
 
-from .events import Event, LogEvent, encode_event
+from .events import EVENTS_LOG_LIMIT, BeginEvent, Command, Event, LogEvent, encode_event
+
+
+def begin_event(command: Command, launcher: str) -> BeginEvent:
+    return BeginEvent(command=command, pid=os.getpid(), host=socket.gethostname(), started=time.time(),
+                      launcher=launcher)
+
+
+def append_events(path: str, events: Iterable[Event]) -> None:
+    """Append to an events log; a log past EVENTS_LOG_LIMIT is started afresh first (it is a live
+    view, not an archive: the outputs themselves are the record)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        too_big = os.path.getsize(path) > EVENTS_LOG_LIMIT
+    except OSError:
+        too_big = False
+    with open(path, "w" if too_big else "a", encoding="utf-8") as f:
+        f.write("".join(encode_event(e) + "\n" for e in events))
 
 
 class Reporter:
     def __init__(self, events: bool) -> None:
         self.events = events
+        self._log: IO[str] | None = None
+        self._log_path: str | None = None
+
+    def record_to(self, path: str, command: Command, launcher: str) -> None:
+        """From now on, also append every event to the events log at `path`, after a `begin` event."""
+        self.close()
+        try:
+            append_events(path, [begin_event(command, launcher)])
+            self._log = open(path, "a", encoding="utf-8")
+            self._log_path = path
+        except OSError as e:  # the run goes on; only editors that did not start it miss it
+            self.log(f"cannot write the events log {path}: {e.strerror or e}", "warning")
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
 
     def emit(self, event: Event) -> None:
+        line = encode_event(event) + "\n"
         if self.events:
-            sys.stdout.write(encode_event(event) + "\n")
+            sys.stdout.write(line)
             sys.stdout.flush()
+        if self._log is not None:
+            try:
+                self._log.write(line)
+                self._log.flush()
+            except OSError as e:  # a full disk must not stop the minification
+                self._log = None
+                self.say(f"warning: stopped writing the events log {self._log_path}: {e.strerror or e}")
 
     def say(self, text: str) -> None:
         sys.stderr.write(f"[aoti-minify] {text}\n")

@@ -7,15 +7,20 @@ minified shows its shrinking graph instead of starting another job.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from .capture import capture_actions
 from .diagnostics import SOURCE
 from .failures import FailureRecord, uri_of
 from .feature import Feature
 from .jobs import Job
-from .protocol import CANCEL, MINIFY, OPEN_REPRO, REPRODUCE, SHOW_GRAPH, SHOW_KERNEL, UNTRUSTED, graph_uri, kernel_uri
+from .live import stop
+from .shrink import text_curve
+from .protocol import (CANCEL, MINIFY, OPEN_REPRO, REPORT, REPRODUCE, SHOW_GRAPH, SHOW_KERNEL, SHOW_SHRINK, UNTRUSTED,
+                       graph_uri, kernel_uri, shrink_uri)
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
@@ -24,16 +29,18 @@ def available(record: FailureRecord, job: Job | None) -> list[tuple[str, str]]:
     """(title, command) pairs that make sense for this failure now, the most useful first."""
     if not record.usable:
         return []
-    if job is not None and job.kind == "minify":
+    if record.external is not None:
+        actions = [("Show shrinking graph", SHOW_GRAPH), (f"Stop aoti-minify (pid {record.external.pid})", CANCEL)]
+    elif job is not None and job.kind == "minify":
         actions = [("Show shrinking graph", SHOW_GRAPH), ("Cancel minification", CANCEL)]
     elif job is not None:
         actions = [("Minify this failure", MINIFY), ("Cancel reproduction", CANCEL)]
     else:
         actions = [("Minify this failure", MINIFY), ("Reproduce failure", REPRODUCE)]
         if record.repro:
-            actions.insert(0, ("Open repro.py", OPEN_REPRO))
+            actions[:0] = [("Open repro.py", OPEN_REPRO), ("Prepare a PyTorch bug report", REPORT)]
         if record.history:
-            actions.append(("Show shrinking graph", SHOW_GRAPH))
+            actions += [("Show shrinking graph", SHOW_GRAPH), ("Show the shrink curve", SHOW_SHRINK)]
     if record.kernel_name:
         actions.append(("Show failing kernel", SHOW_KERNEL))
     return actions
@@ -58,7 +65,7 @@ class Actions(Feature):
                     actions.append(types.CodeAction(
                         title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic], is_preferred=i == 0,
                         command=types.Command(title=title, command=command, arguments=[record.id])))
-            return actions
+            return actions + capture_actions(ls, params)
 
         @ls.command(MINIFY)
         async def minify(failure_id: str) -> None:
@@ -90,8 +97,35 @@ class Actions(Feature):
         @ls.command(CANCEL)
         def cancel(failure_id: str) -> None:
             record = _lookup(ls, failure_id)
-            if record is not None and not ls.jobs.cancel(record.id, "cancelled by the user"):
+            if record is None or ls.jobs.cancel(record.id, "cancelled by the user"):
+                return
+            if record.external is not None and stop(record.external):
+                ls.log(f"{record.id}: sent SIGINT to aoti-minify (pid {record.external.pid}) started outside the editor")
+            else:
                 ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
+
+        @ls.command(REPORT)
+        def report(failure_id: str) -> None:
+            record = _lookup(ls, failure_id)
+            if record is None:
+                return
+            if not record.repro:
+                ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
+            elif (job := ls.jobs.running(record.id)) is not None or record.external is not None:
+                ls.tell(f"{record.id} is being worked on ({job.kind if job else record.external.command}); "
+                        "prepare the report when that has ended", types.MessageType.Info)
+            else:  # runs no workspace code: the report only reads the dump and asks torch for its versions
+                ls.jobs.start(record, "report", user=True)
+
+        @ls.command(SHOW_SHRINK)
+        async def show_shrink(failure_id: str) -> None:
+            if (record := _lookup(ls, failure_id)) is None:
+                return
+            if ls.documents.supported:
+                await ls.show(shrink_uri(record.id), "the shrink curve")
+            else:
+                curve = text_curve(record.history) if record.history else "no minification yet"
+                ls.tell(f"{record.id} shrank: {curve}", types.MessageType.Info)
 
         @ls.command(OPEN_REPRO)
         async def open_repro(failure_id: str) -> None:
@@ -103,8 +137,14 @@ class Actions(Feature):
 
         @ls.command(SHOW_GRAPH)
         async def show_graph(failure_id: str) -> None:
-            if (record := _lookup(ls, failure_id)) is not None:
+            if (record := _lookup(ls, failure_id)) is None:
+                return
+            if ls.documents.supported:
                 await ls.show(graph_uri(record.id), "the shrinking graph")
+            elif (path := _graph_file(record)) is not None:  # the same graph, as a file an editor can open
+                await ls.show(uri_of(path), "the smallest failing graph")
+            else:
+                ls.tell(f"{record.id} has no smaller graph yet: minify it first", types.MessageType.Info)
 
         @ls.command(SHOW_KERNEL)
         async def show_kernel(failure_id: str) -> None:
@@ -113,6 +153,13 @@ class Actions(Feature):
                 await ls.show(kernel_uri(record.id, record.kernel_name), "the failing kernel")
             elif record is not None:
                 ls.tell(f"no kernel source is known for {record.id}: reproduce it first", types.MessageType.Info)
+
+
+def _graph_file(record: FailureRecord) -> str | None:
+    if record.repro:
+        return record.repro
+    path = record.layout.checkpoint_py(record.nodes_now) if record.nodes_now else None
+    return path if path and os.path.isfile(path) else None
 
 
 def _failure_id(diagnostic: types.Diagnostic) -> str | None:
@@ -136,5 +183,9 @@ def _allowed(ls: AotiLanguageServer, record: FailureRecord) -> bool:
         return False
     if not record.usable:
         ls.tell(f"aoti-lens cannot use the launcher of {record.id}: {record.problem}", types.MessageType.Error)
+        return False
+    if record.external is not None:
+        ls.tell(f"{record.id} is being worked on by aoti-minify {record.external.command} (pid "
+                f"{record.external.pid}), started outside the editor: stop it first", types.MessageType.Info)
         return False
     return True

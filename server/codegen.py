@@ -141,6 +141,7 @@ def render_ts() -> str:
                  "vscode-languageclient registers them). Arguments: `[failureId]`.", protocol.SERVER_COMMANDS),
         "export const SERVER_COMMAND_IDS: readonly string[] = Object.values(ServerCommands);",
         "",
+        *_ts_ids("FileCommands", "Server commands whose arguments are `[fileUri]`.", protocol.FILE_COMMANDS),
         "export type FailureState = " + " | ".join(ts_literal(s) for s in states) + ";",
         "",
         f"export const FAILURE_STATES: readonly FailureState[] = {ts_literal(states)};",
@@ -149,7 +150,10 @@ def render_ts() -> str:
         f"export const RUNNING_STATES: readonly FailureState[] = {ts_literal(protocol.RUNNING_STATES)};",
         "",
         *_ts_constant("UNTRUSTED", "UNTRUSTED_TEXT", "Why Minify and Reproduce do nothing in an untrusted workspace."),
+        *_ts_interface(protocol.ClientCapability),
         *_ts_interface(protocol.ServerCapability),
+        *_ts_interface(protocol.CaptureParams),
+        *_ts_interface(protocol.CaptureCommand),
         *_ts_interface(protocol.FailureItem),
         *_ts_interface(protocol.FailureList),
         *_ts_interface(protocol.Settings, optional=True),
@@ -189,17 +193,21 @@ def render_docs_section() -> str:
     notes = comments(protocol)
     states = typing.get_args(protocol.State)
     commands = [(f"`{value}`", notes[name]) for value, name in _constant_names(protocol.SERVER_COMMANDS).items()]
+    file_commands = [(f"`{value}`", notes[name]) for value, name in _constant_names(protocol.FILE_COMMANDS).items()]
     methods = [(f"`{value}`", notes[name]) for value, name in _constant_names(protocol.METHODS).items()]
     docs = [(f"`{template}`", notes[kind]) for kind, template in protocol.VIRTUAL_DOCS.items()]
     lines = [
         DOCS_BEGIN,
-        f"Protocol version **{protocol.PROTOCOL_VERSION}**: the server announces "
-        f"`capabilities.experimental.{protocol.CAPABILITY}` = `ServerCapability` in its InitializeResult.",
+        f"Protocol version **{protocol.PROTOCOL_VERSION}**: an aoti-lens client announces "
+        f"`capabilities.experimental.{protocol.CAPABILITY}` = `ClientCapability` in InitializeParams, the server "
+        f"answers with `ServerCapability` in its InitializeResult's.",
         "",
         "#### Methods",
         *_md_table(("method", "what"), methods),
         "#### Commands (`workspace/executeCommand`, arguments `[failureId]`)",
         *_md_table(("command", "what"), commands),
+        "#### Commands with arguments `[fileUri]`",
+        *_md_table(("command", "what"), file_commands),
         "#### Messages",
         f"`FailureState` = {_md(' | '.join(f'`{s}`' for s in states))}; a job runs in "
         f"{', '.join(f'`{s}`' for s in protocol.RUNNING_STATES)}.",
@@ -207,9 +215,18 @@ def render_docs_section() -> str:
         "`FailureList` = `{failures: FailureItem[]}`; `FailureItem`:",
         "",
         *_md_fields(protocol.FailureItem),
+        "`ClientCapability`:",
+        "",
+        *_md_fields(protocol.ClientCapability),
         "`ServerCapability`:",
         "",
         *_md_fields(protocol.ServerCapability),
+        "`CaptureParams`:",
+        "",
+        *_md_fields(protocol.CaptureParams),
+        "`CaptureCommand`:",
+        "",
+        *_md_fields(protocol.CaptureCommand),
         f"#### Settings (section `{protocol.SETTINGS_SECTION}`; every key optional)",
         *_md_fields(protocol.Settings, with_defaults=True),
         "#### Virtual documents (LSP 3.18 `workspace/textDocumentContent`)",

@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
-from minifier.layout import (CHECKPOINTS, DEBUG_DIR, FAILURE_JSON, LAUNCHER, MINIFIER, REPRO_PY, RUN_GLOB,
-                             launcher_for, launchers_in)
+from minifier.layout import (CHECKPOINTS, DEBUG_DIR, FAILURE_JSON, LAUNCHER, MINIFIER, REPORT_MD, REPRO_PY, RUN_GLOB,
+                             captured, launcher_for, launchers_in)
 from pygls.uris import from_fs_path, to_fs_path
 
 from .failures import FailureRecord, OnDisk, read_disk
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 SKIP_DIRS = frozenset({"node_modules", "__pycache__", "site-packages", "venv"})
 WATCHED = [
-    (f"**/{RUN_GLOB}/{MINIFIER}/{{{LAUNCHER},{FAILURE_JSON},{REPRO_PY}}}", None),
+    (f"**/{RUN_GLOB}/{MINIFIER}/{{{LAUNCHER},{FAILURE_JSON},{REPRO_PY},{REPORT_MD}}}", None),
     (f"**/{RUN_GLOB}/{MINIFIER}/{CHECKPOINTS}/*.py", None),
     (f"**/{RUN_GLOB}", types.WatchKind.Delete),  # a deleted folder is reported once, not per file
 ]
@@ -50,13 +50,10 @@ class Discovery(Feature):
     def __init__(self, ls: AotiLanguageServer) -> None:
         super().__init__(ls)
         self.watch_registration: str | None = None
+        self.scanned_roots: list[str] = []
 
     def register(self) -> None:
         ls = self.ls
-
-        @ls.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
-        async def folders_changed(params: types.DidChangeWorkspaceFoldersParams) -> None:
-            await self.rescan()
 
         @ls.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
         async def files_changed(params: types.DidChangeWatchedFilesParams) -> None:
@@ -77,12 +74,16 @@ class Discovery(Feature):
         await asyncio.gather(self.watch(), self.rescan())
 
     async def settings_changed(self, old: Settings) -> None:
-        new = self.ls.settings
-        if new.debug_dir_roots != old.debug_dir_roots:
+        if self.ls.roots() != self.scanned_roots:  # new folders, or other debugDirRoots
             await self.watch()
             await self.rescan()
-        elif new.trusted and not old.trusted:
+        elif self.ls.settings.trusted and not old.trusted:
             self.start_background_work(self.ls.failures.records())
+
+    @property
+    def watching(self) -> bool:
+        """The client reports file events (else LiveRuns looks for new dumps itself)."""
+        return self.watch_registration is not None
 
     async def watch(self) -> None:
         """(Re-)register file watchers for the workspace and every debugDirRoot."""
@@ -118,7 +119,7 @@ class Discovery(Feature):
 
     async def rescan(self) -> None:
         ls = self.ls
-        roots = ls.roots()
+        roots = self.scanned_roots = ls.roots()
         for root in roots:
             if not os.path.isdir(root):
                 ls.log(f"not scanning {root}: no such folder", types.MessageType.Warning)
@@ -137,24 +138,28 @@ class Discovery(Feature):
         fresh = []
         for launcher, disk in zip(paths, disks):
             record = ls.failures.by_launcher(launcher)
+            if disk is not None and captured(os.path.dirname(os.path.dirname(launcher))):
+                disk = None  # `capture` snapshotted it: the snapshots stand for it
             if disk is None:
                 if record is not None:
-                    self.forget(record, f"{record.layout.run_dir} was deleted")
+                    self.forget(record, f"{record.layout.run_dir} was deleted or captured")
                 continue
             if record is None:
                 record = ls.failures.add(launcher)
                 ls.log(f"found AOTI failure {record.id} at {launcher}")
-            if ls.jobs.running(record.id) is None:  # while a job runs, its events are the truth
+            if ls.jobs.running(record.id) is None and record.external is None:  # while a run goes on, its events are the truth
                 record.sync(disk)
             if record.problem:
                 ls.log(f"{record.id}: {record.problem}", types.MessageType.Warning)
             fresh.append(record)
+        await ls.live.follow(fresh)  # before anything shows: a run elsewhere may be working on them
         ls.changed()
         self.start_background_work(fresh)
 
     def forget(self, record: FailureRecord, why: str) -> None:
         self.ls.jobs.cancel(record.id, why)
         self.ls.failures.remove(record.id)
+        self.ls.live.forget(record.id)
         self.ls.log(f"{record.id}: removed because {why}", types.MessageType.Warning)
         self.ls.changed()
 
@@ -164,10 +169,10 @@ class Discovery(Feature):
         ls = self.ls
         if not ls.settings.trusted:
             return
-        usable = [record for record in records if record.usable]
+        usable = [record for record in records if record.usable and record.external is None]
         started = False
         for record in usable:
-            if ls.settings.auto_reproduce and record.failure is None and record.state == "found" \
+            if ls.settings_for(record.launcher).auto_reproduce and record.failure is None and record.state == "found" \
                     and not ls.jobs.running(record.id):
                 ls.jobs.start(record, "run", user=False)
                 started = True

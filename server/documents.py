@@ -1,5 +1,5 @@
 """Virtual documents (`workspace/textDocumentContent`, scheme `aoti`): the shrinking graph, the
-original graph, and the failing kernel's source.
+original graph, the failing kernel's source, and the shrink picture (server/shrink.py).
 
 The kernel document is the kernel file verbatim, without a header, so its line numbers are the
 compiler's and the hover on the error line works there as in the real file.
@@ -13,6 +13,7 @@ from lsprotocol import types
 
 from .feature import Feature
 from .protocol import parse_uri
+from .shrink import markdown
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
@@ -29,9 +30,14 @@ class Documents(Feature):
             return types.TextDocumentContentResult(text=render(self.ls, params.uri))
 
     @property
-    def supports_refresh(self) -> bool:
+    def supported(self) -> bool:
+        """The client can open `aoti:` documents (LSP 3.18); other editors get real files or text instead."""
         workspace = self.ls.client_capabilities.workspace
-        return bool(workspace and workspace.text_document_content is not None) and not self._refresh_broken
+        return bool(workspace and workspace.text_document_content is not None)
+
+    @property
+    def supports_refresh(self) -> bool:
+        return self.supported and not self._refresh_broken
 
     def refresh(self, uri: str) -> None:
         """Have the client ask again for a document whose content changed."""
@@ -56,6 +62,8 @@ def render(ls: AotiLanguageServer, uri: str) -> str:
     if doc.kind == "graph":
         graph = record.current_graph() or "# no graph yet: reproduce or minify the failure"
         return f"{record.graph_header()}\n{graph}\n"
+    if doc.kind == "shrink":
+        return markdown(record)
     if doc.kind == "original":
         graph = record.original_graph() or "# the original graph is known once the failure is reproduced"
         nodes = record.nodes_at_start or "?"

@@ -24,6 +24,8 @@ class FailureList(Feature):
             return _listing(self.ls.failures.records())
 
     def failures_changed(self, records: list[FailureRecord]) -> None:
+        if not self.ls.aoti_client:  # another editor would only log an unknown notification
+            return
         listed = _listing(records)
         if listed != self._listed:
             self._listed = listed

@@ -10,15 +10,15 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from minifier.events import (CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, Event, Failure,
-                             FailureEvent, StartEvent, load_failure)
+from minifier.events import (BeginEvent, CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, Event,
+                             Failure, FailureEvent, LogEvent, ReportEvent, StartEvent, load_failure)
 from minifier.artifacts import read_repro_graph
 from minifier.launcher import BadLauncher, LauncherSpec, read_launcher
 from minifier.layout import DumpLayout, checkpoint_nodes
 from minifier.signature import KernelRef, Signature
 from pygls.uris import from_fs_path
 
-from .protocol import FailureItem, State, graph_uri, kernel_uri
+from .protocol import FailureItem, State, graph_uri, kernel_uri, shrink_uri
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class OnDisk:
     repro: str | None
     repro_graph: str | None
     checkpoint_nodes: int | None
+    report: str | None
 
 
 def read_disk(launcher: str) -> OnDisk | None:
@@ -55,7 +56,8 @@ def read_disk(launcher: str) -> OnDisk | None:
     has_repro = os.path.isfile(repro)
     return OnDisk(launcher=launcher, spec=spec, problem=problem, failure=failure, failure_problem=failure_problem,
                   repro=repro if has_repro else None, repro_graph=read_repro_graph(repro) if has_repro else None,
-                  checkpoint_nodes=_smallest_checkpoint(layout.checkpoints))
+                  checkpoint_nodes=_smallest_checkpoint(layout.checkpoints),
+                  report=layout.report_md if os.path.isfile(layout.report_md) else None)
 
 
 def _smallest_checkpoint(folder: str) -> int | None:
@@ -77,6 +79,14 @@ class ModelLine:
     code: str
 
 
+@dataclass(frozen=True)
+class ShrinkPoint:
+    """The smallest failing graph known `seconds` into a minification: one per checkpoint."""
+
+    seconds: float
+    nodes: int
+
+
 @dataclass
 class FailureRecord:
     id: str
@@ -89,12 +99,14 @@ class FailureRecord:
     signature: Signature | None = None
     nodes_start: int | None = None
     nodes_now: int | None = None
-    history: list[int] = field(default_factory=list)
+    history: list[ShrinkPoint] = field(default_factory=list)
     queries: int | None = None
     seconds: float | None = None
     graph: str | None = None
     original: str | None = None
     repro: str | None = None
+    report: str | None = None
+    external: BeginEvent | None = None  # an aoti-minify this server did not start, working on it now
 
     @property
     def layout(self) -> DumpLayout:
@@ -137,7 +149,8 @@ class FailureRecord:
 
     def graph_header(self) -> str:
         start = self.nodes_at_start
-        counts = " -> ".join(map(str, self.history or ([start] if start else ["?"])))
+        nodes = [p.nodes for i, p in enumerate(self.history) if i == 0 or p.nodes != self.history[i - 1].nodes]
+        counts = " -> ".join(map(str, nodes)) if nodes else str(start or "?")
         line = f"# {counts} nodes, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
         target = self.signature.describe() if self.signature else "not reproduced yet"
         note = "# repro.py's graph could not be read; below is the original\n" if self.repro and not self.graph else ""
@@ -159,7 +172,7 @@ class FailureRecord:
             self.state, self.message = "error", self.problem
             return
         new_result = (disk.failure, disk.repro) != (self.failure, self.repro) or recovered or self.message is None
-        self.failure, self.repro = disk.failure, disk.repro
+        self.failure, self.repro, self.report = disk.failure, disk.repro, disk.report
         if self.failure is not None:
             self.signature = self.failure.signature
         if disk.repro and disk.checkpoint_nodes is not None and not self.history:
@@ -185,13 +198,17 @@ class FailureRecord:
 
     def apply(self, event: Event) -> bool:
         """Fold one event in; True when graph.py changed (a new smallest graph)."""
-        if isinstance(event, FailureEvent):
+        if isinstance(event, (BeginEvent, LogEvent)):
+            return False
+        if isinstance(event, ReportEvent):
+            self.report = event.path
+        elif isinstance(event, FailureEvent):
             self.failure, self.signature = event.failure, event.failure.signature
             self.state, self.message = "reproduced", f"reproduced in {event.failure.seconds:.0f} s"
         elif isinstance(event, StartEvent):
             self.nodes_start = event.nodes
             self.nodes_now = min(self.nodes_now or event.nodes, event.nodes)
-            self.history = self.history or [event.nodes]
+            self.history = self.history or [ShrinkPoint(0.0, event.nodes)]
             self.original = event.graph or self.original
             if event.signature.exc_type != "Any":
                 self.signature = event.signature
@@ -201,7 +218,8 @@ class FailureRecord:
             self.message = self.progress_line()
         elif isinstance(event, CheckpointEvent):
             self.nodes_now, self.graph = event.nodes, event.graph
-            self.history = [*(self.history or [self.nodes_start or event.nodes]), event.nodes]
+            self.history = [*(self.history or [ShrinkPoint(0.0, self.nodes_start or event.nodes)]),
+                            ShrinkPoint(event.seconds, event.nodes)]
             self.queries = max(self.queries or 0, event.queries)
             self.seconds = max(self.seconds or 0.0, event.seconds)
             self.message = self.progress_line()
@@ -211,6 +229,8 @@ class FailureRecord:
             self.nodes_now, self.queries, self.seconds = event.nodes, event.queries, event.seconds
             self.repro = event.repro
             self.signature = event.signature or self.signature
+            if self.history:
+                self.history.append(ShrinkPoint(event.seconds, event.nodes))
             self.state, self.message = "minimized", f"minimized: {self.progress_line()}"
         elif isinstance(event, CancelledEvent):
             self.queries, self.seconds = event.queries, event.seconds
@@ -241,6 +261,9 @@ class FailureRecord:
             repro=uri_of(self.repro) if self.repro else None,
             graph_uri=graph_uri(self.id),
             kernel_uri=kernel_uri(self.id, kernel) if kernel else None,
+            shrink_uri=shrink_uri(self.id),
+            report=uri_of(self.report) if self.report else None,
+            external_pid=self.external.pid if self.external else None,
         )
 
 

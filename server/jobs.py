@@ -18,19 +18,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from lsprotocol import types
-from minifier.events import ErrorEvent, Event, ExitCode, LogEvent, parse_event
+from minifier.events import ErrorEvent, Event, ExitCode, LogEvent, ReportEvent, parse_event
 from minifier.procs import exit_text, signal_group, with_this_package
 from minifier.wire import WireError
 
 from .failures import FailureRecord
 from .feature import Feature
-from .protocol import RUNNING_STATES, graph_uri
+from .failures import uri_of
+from .protocol import RUNNING_STATES, graph_uri, shrink_uri
 
 if TYPE_CHECKING:
     from .protocol import Settings
     from .server import AotiLanguageServer
 
-JobKind = Literal["run", "minify"]
+JobKind = Literal["run", "minify", "report"]
 
 GRACE_SECONDS = 10.0
 BACKGROUND_SLOTS = 2  # auto-reproduce compiles a whole model; more at once only slows the editor's machine
@@ -38,7 +39,8 @@ EVENT_LINE_LIMIT = 64 << 20  # a failure event carries the graph, kernel source 
 LOGGED_BAD_LINES = 5
 PROGRESS_CREATE_TIMEOUT = 5.0
 
-_TITLES = {"run": "Reproducing", "minify": "Minifying"}
+_TITLES = {"run": "Reproducing", "minify": "Minifying", "report": "Preparing a bug report of"}
+_VERBS = {"run": "reproduce", "minify": "minify", "report": "prepare a bug report of"}
 _EXIT_REASONS: dict[int, str] = {
     ExitCode.OK: "aoti-minify finished without reporting a result",
     ExitCode.DID_NOT_FAIL: "the program does not fail here",
@@ -63,6 +65,7 @@ class Job:
     cancel_requested: bool = False
     error: str | None = None
     bad_lines: int = 0
+    shown: asyncio.Task[None] | None = None  # held: opening the report in the editor
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
 
 
@@ -75,6 +78,7 @@ class Jobs(Feature):
         self._slots = asyncio.Semaphore(BACKGROUND_SLOTS)
         self._warming: asyncio.Task[None] | None = None  # held, or the event loop may drop the task
         self._warmed_at = -float("inf")
+        self.pids: set[int] = set()  # of every aoti-minify child started: their events logs are this server's own
 
     async def settings_changed(self, old: Settings) -> None:
         if old.trusted and not self.ls.settings.trusted:
@@ -91,7 +95,8 @@ class Jobs(Feature):
 
     def start(self, record: FailureRecord, kind: JobKind, user: bool) -> Job:
         job = self._jobs[record.id] = Job(failure_id=record.id, kind=kind, user=user)
-        record.begin("minifying" if kind == "minify" else "reproducing", "starting" if user else "queued")
+        if kind != "report":  # a report changes nothing of the failure's state
+            record.begin("minifying" if kind == "minify" else "reproducing", "starting" if user else "queued")
         job.task = asyncio.create_task(self._run(job, record))
         self.ls.changed()
         return job
@@ -99,7 +104,7 @@ class Jobs(Feature):
     def warm(self, launcher: str) -> None:
         """Have a fork server with torch imported wait for this failure's next job: without it the first
         Minify of a failure reproduced in an earlier session, or with autoReproduce off, starts cold."""
-        keep_warm = self.ls.settings.keep_warm
+        keep_warm = self.ls.settings_for(launcher).keep_warm
         # Rescans come with every checkpoint a job writes; a running job, or a recent warm-up, is enough.
         if not keep_warm or self._jobs or time.monotonic() - self._warmed_at < keep_warm / 2:
             return
@@ -121,7 +126,7 @@ class Jobs(Feature):
             self.ls.log(f"the minifier's workers could not be warmed up: {stderr.decode(errors='replace').strip()[-500:]}",
                         types.MessageType.Warning)
         else:
-            self.ls.log(f"the minifier's workers are warm for {self.ls.settings.keep_warm:g} s")
+            self.ls.log(f"the minifier's workers are warm for {self.ls.settings_for(launcher).keep_warm:g} s")
 
     def cancel(self, failure_id: str, reason: str) -> bool:
         job = self._jobs.get(failure_id)
@@ -173,7 +178,9 @@ class Jobs(Feature):
             signal_group(job.process.pid, signal.SIGKILL)
 
     def command(self, kind: JobKind, launcher: str) -> list[str]:
-        settings = self.ls.settings
+        settings = self.ls.settings_for(launcher)
+        if kind == "report":
+            return [settings.python, "-m", "minifier", "report", launcher, "--events"]
         argv = self._minifier(kind, launcher) + ["--events"]
         if kind == "minify" and settings.workers:
             argv += ["--workers", str(settings.workers)]
@@ -186,7 +193,7 @@ class Jobs(Feature):
     def _minifier(self, command: str, launcher: str) -> list[str]:
         """What every aoti-minify child gets alike (a warm-up too, so that its fork server is the one the
         jobs look for): the interpreter, the GPUs, how long workers stay warm."""
-        settings = self.ls.settings
+        settings = self.ls.settings_for(launcher)
         argv = [settings.python, "-m", "minifier", command, launcher]
         if settings.devices:
             argv += ["--devices", settings.devices]
@@ -227,6 +234,7 @@ class Jobs(Feature):
             self._fail(job, record, f"cannot start {argv[0]} in {record.layout.minifier_dir}: {e.strerror or e}")
             return
         job.process = process
+        self.pids.add(process.pid)
         self.ls.log(f"{job.failure_id}: started {' '.join(argv)} (pid {process.pid})")
         if job.cancel_requested:
             self._terminate(job)
@@ -267,6 +275,7 @@ class Jobs(Feature):
             record.seconds = max(record.seconds or 0.0, round(time.monotonic() - job.started, 1))
         if record.apply(event):
             self.ls.documents.refresh(graph_uri(record.id))
+            self.ls.documents.refresh(shrink_uri(record.id))
         self._report_progress(job, record)
         self.ls.changed()
 
@@ -290,6 +299,9 @@ class Jobs(Feature):
                 self.ls.log(f"{job.failure_id}: {text}", types.MessageType.Log)
 
     def _finish(self, job: Job, record: FailureRecord, code: int) -> None:
+        if job.kind == "report":
+            self._finish_report(job, record, code)
+            return
         if job.cancel_requested or code == ExitCode.CANCELLED:
             if record.state != "cancelled":
                 record.state = "cancelled"
@@ -299,6 +311,20 @@ class Jobs(Feature):
             self._fail(job, record, self._explain(job, code))
             return
         self.ls.log(f"{job.failure_id}: {job.kind} ended: {record.message}")
+        if job.user and job.token is None and record.state in ("minimized", "cancelled"):
+            # No progress bar in this client: say how it ended, and where the repro is.
+            where = f"; repro.py: {record.repro}" if record.repro else ""
+            self.ls.tell(f"aoti-lens: {record.id}: {record.message}{where}", types.MessageType.Info)
+
+    def _finish_report(self, job: Job, record: FailureRecord, code: int) -> None:
+        if code == ExitCode.OK and record.report:
+            self.ls.log(f"{job.failure_id}: wrote {record.report}")
+            job.shown = asyncio.create_task(self.ls.show(uri_of(record.report), "the bug report"))
+        elif not job.cancel_requested:
+            message = self._explain(job, code)
+            self.ls.log(f"{job.failure_id}: report failed: {message}", types.MessageType.Error)
+            self.ls.tell(f"aoti-lens could not prepare a bug report of {job.failure_id}: {message}",
+                         types.MessageType.Error)
 
     def _explain(self, job: Job, code: int) -> str:
         if job.error:
@@ -310,11 +336,11 @@ class Jobs(Feature):
         return f"{reason}: {job.stderr_tail[-1]}" if job.stderr_tail else reason
 
     def _fail(self, job: Job, record: FailureRecord, message: str) -> None:
-        record.state, record.message = "error", message
+        if job.kind != "report":
+            record.state, record.message = "error", message
         self.ls.log(f"{job.failure_id}: {job.kind} failed: {message}", types.MessageType.Error)
         if job.user:
-            self.ls.tell(f"aoti-lens could not {'minify' if job.kind == 'minify' else 'reproduce'} "
-                         f"{job.failure_id}: {message}", types.MessageType.Error)
+            self.ls.tell(f"aoti-lens could not {_VERBS[job.kind]} {job.failure_id}: {message}", types.MessageType.Error)
 
     async def _begin_progress(self, job: Job, record: FailureRecord) -> None:
         if not self.ls.supports_progress:

@@ -21,14 +21,17 @@ from urllib.parse import unquote
 
 from minifier.events import KEEP_WARM_SECONDS
 
-PROTOCOL_VERSION = 1  # bumped on any change that a client of the previous version would misread
-CAPABILITY = "aotiLens"  # the key of the server's `ServerCapability` in InitializeResult.capabilities.experimental
+from . import __version__
+
+PROTOCOL_VERSION = 2  # bumped on any change that a client of the previous version would misread
+CAPABILITY = "aotiLens"  # the key of `ClientCapability` / `ServerCapability` in the capabilities' `experimental`
 SETTINGS_SECTION = "aoti"  # VS Code's settings are `aoti.<key>`; didChangeConfiguration may nest Settings under it
 SCHEME = "aoti"  # the scheme of the virtual documents (LSP 3.18 workspace/textDocumentContent)
 
 FAILURES = "aoti/failures"  # request (client -> server), params `{}`, result `FailureList`
-FAILURES_CHANGED = "aoti/failuresChanged"  # notification (server -> client), params `FailureList`, on any change
-METHODS = (FAILURES, FAILURES_CHANGED)
+FAILURES_CHANGED = "aoti/failuresChanged"  # notification (server -> client), params `FailureList`, on any change; only to clients that announce `ClientCapability`
+CAPTURE_COMMAND = "aoti/captureCommand"  # request (client -> server), params `CaptureParams`, result `CaptureCommand`: the command line a client runs in a terminal
+METHODS = (FAILURES, FAILURES_CHANGED, CAPTURE_COMMAND)
 
 MINIFY = "aoti.minify"  # minify the failure; on a failure already being minified, show its shrinking graph
 REPRODUCE = "aoti.reproduce"  # run the failure once to learn its signature and failing kernel (writes failure.json)
@@ -36,7 +39,11 @@ CANCEL = "aoti.cancel"  # stop the failure's job (a minification still writes re
 OPEN_REPRO = "aoti.openRepro"  # open the failure's repro.py (window/showDocument)
 SHOW_GRAPH = "aoti.showGraph"  # open the shrinking graph document (window/showDocument)
 SHOW_KERNEL = "aoti.showKernel"  # open the failing kernel's document (window/showDocument)
-SERVER_COMMANDS = (MINIFY, REPRODUCE, CANCEL, OPEN_REPRO, SHOW_GRAPH, SHOW_KERNEL)
+SHOW_SHRINK = "aoti.showShrink"  # open the shrink picture: nodes over time, each checkpoint a point, and the final graph
+REPORT = "aoti.report"  # write report.md beside repro.py (a PyTorch bug report: `aoti-minify report`) and open it
+SERVER_COMMANDS = (MINIFY, REPRODUCE, CANCEL, OPEN_REPRO, SHOW_GRAPH, SHOW_KERNEL, SHOW_SHRINK, REPORT)
+CAPTURE = "aoti.capture"  # run the script (or settings.captureCommand) under `aoti-minify capture` in the background; the VS Code client runs it in a terminal instead
+FILE_COMMANDS = (CAPTURE,)  # commands whose arguments are `[fileUri]`
 
 State = Literal["found", "reproducing", "reproduced", "minifying", "minimized", "cancelled", "error"]
 RUNNING_STATES: tuple[State, ...] = ("reproducing", "minifying")  # a job (an `aoti-minify` child process) runs
@@ -61,13 +68,41 @@ def to_json(obj: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class ClientCapability:
+    """What an aoti-lens client announces in InitializeParams.capabilities.experimental."""
+
+    protocol_version: int  # the client's PROTOCOL_VERSION
+
+
+@dataclass(frozen=True)
 class ServerCapability:
     protocol_version: int = PROTOCOL_VERSION  # the server's PROTOCOL_VERSION
+    package_version: str = __version__  # the aoti-lens package the server runs from
+    client_protocol_version: int | None = None  # what the client announced (null: nothing, not an aoti-lens client)
 
 
-def experimental_capabilities() -> dict[str, Any]:
+def experimental_capabilities(client_protocol: int | None) -> dict[str, Any]:
     """The server's part of InitializeResult.capabilities.experimental."""
-    return {CAPABILITY: to_json(ServerCapability())}
+    return {CAPABILITY: to_json(ServerCapability(client_protocol_version=client_protocol))}
+
+
+def client_protocol(experimental: Any) -> int | None:
+    """The protocol version an aoti-lens client announced, None for any other client."""
+    experimental = plain_json(experimental)
+    mine = experimental.get(CAPABILITY) if isinstance(experimental, dict) else None
+    version = mine.get(camel("protocol_version")) if isinstance(mine, dict) else None
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
+
+
+def plain_json(obj: Any) -> Any:
+    """pygls hands untyped JSON (LSPAny) over as namedtuples; the rest of the server wants dicts."""
+    if hasattr(obj, "_asdict"):
+        return {k: plain_json(v) for k, v in obj._asdict().items()}
+    if isinstance(obj, dict):
+        return {k: plain_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [plain_json(v) for v in obj]
+    return obj
 
 
 @dataclass(frozen=True)
@@ -87,6 +122,9 @@ class FailureItem:
     repro: str | None  # file URI of repro.py, once minimized
     graph_uri: str  # the shrinking graph document
     kernel_uri: str | None  # the failing kernel's document, when the failure names a kernel
+    shrink_uri: str  # the shrink picture (Markdown: nodes over time, the final graph)
+    report: str | None  # file URI of report.md, once written
+    external_pid: int | None  # pid of an aoti-minify started outside this server (a terminal) that works on it now
 
 
 @dataclass(frozen=True)
@@ -96,6 +134,18 @@ class FailureList:
 
 def failure_list(items: list[FailureItem]) -> dict[str, Any]:
     return to_json(FailureList(tuple(items)))
+
+
+@dataclass(frozen=True)
+class CaptureParams:
+    uri: str  # file URI of the script
+
+
+@dataclass(frozen=True)
+class CaptureCommand:
+    argv: tuple[str, ...]  # `python -m minifier capture --dir <folder> -- <the script's command line>`
+    cwd: str  # the script's workspace folder
+    title: str  # a name for the terminal
 
 
 @dataclass(frozen=True)
@@ -110,6 +160,7 @@ class Settings:
     debug_dir_roots: tuple[str, ...] = ()  # more folders to scan for dumps (relative: to the first workspace folder)
     imports: tuple[str, ...] = ()  # modules every minifier worker imports first (custom-op libraries): --import
     auto_reproduce: bool = True  # run `aoti-minify run` on discovery (never when untrusted)
+    capture_command: str = ""  # what Capture runs instead of `python <file>` ("": that); `${file}`: the script
     trusted: bool = False  # VS Code's workspace trust; nothing runs until it is true
 
     def merged(self, data: Any) -> tuple[Settings, list[str]]:
@@ -119,6 +170,7 @@ class Settings:
         carries the `aoti` section cannot silently drop workspace trust. Bad values are reported
         and ignored rather than failing the whole update.
         """
+        data = plain_json(data)
         if isinstance(data, dict) and isinstance(data.get(SETTINGS_SECTION), dict):
             data = data[SETTINGS_SECTION]
         if data is None:
@@ -162,20 +214,22 @@ _SETTING_CHECKS = {
     "debug_dir_roots": _check(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), tuple),
     "imports": _check(lambda v: isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v), tuple),
     "auto_reproduce": _check(lambda v: isinstance(v, bool)),
+    "capture_command": _check(lambda v: v is None or isinstance(v, str), lambda v: (v or "").strip()),
     "trusted": _check(lambda v: isinstance(v, bool)),
 }
 _SETTING_TYPES = {
     "python": "a path to a Python interpreter", "workers": "an integer >= 1", "devices": "a string like '0,1'",
     "timeout": "seconds > 0", "keep_warm": "seconds >= 0", "debug_dir_roots": "a list of folder paths",
-    "imports": "a list of module names", "auto_reproduce": "true or false",
+    "imports": "a list of module names", "auto_reproduce": "true or false", "capture_command": "a command line",
     "trusted": "true or false",
 }
 
-DocKind = Literal["graph", "original", "kernel"]
+DocKind = Literal["graph", "original", "kernel", "shrink"]
 VIRTUAL_DOCS: dict[DocKind, str] = {
     "graph": f"{SCHEME}:/{{id}}/graph.py",  # the smallest failing graph so far, refreshed at every checkpoint
     "original": f"{SCHEME}:/{{id}}/original.py",  # the graph the minification started from
     "kernel": f"{SCHEME}:/{{id}}/kernels/{{kernel}}.py",  # the failing kernel's source, its error line marked
+    "shrink": f"{SCHEME}:/{{id}}/shrink.md",  # the shrink curve (nodes over time, each checkpoint a point) and the final graph
 }
 _VIRTUAL = {
     kind: re.compile(re.escape(template).replace(":/", ":/+", 1)
@@ -201,6 +255,10 @@ def original_uri(failure_id: str) -> str:
 
 def kernel_uri(failure_id: str, kernel: str) -> str:
     return VIRTUAL_DOCS["kernel"].format(id=failure_id, kernel=kernel)
+
+
+def shrink_uri(failure_id: str) -> str:
+    return VIRTUAL_DOCS["shrink"].format(id=failure_id)
 
 
 def parse_uri(uri: str) -> VirtualDoc | None:

@@ -21,6 +21,8 @@ from pygls.uris import to_fs_path
 
 from . import __version__
 from .actions import Actions
+from .capture import Capture
+from .configuration import Configuration, folder_of
 from .diagnostics import Diagnostics
 from .discovery import Discovery
 from .documents import Documents
@@ -29,20 +31,24 @@ from .failures import FailureStore
 from .feature import Feature
 from .hover import Hover
 from .jobs import Jobs
-from .protocol import SCHEME, Settings, experimental_capabilities
+from .live import LiveRuns
+from .protocol import PROTOCOL_VERSION, SCHEME, Settings, client_protocol, experimental_capabilities
 
 
 class AotiProtocol(LanguageServerProtocol):
-    """Advertises `workspace.textDocumentContent`, which pygls 2.1.1 handles but does not announce, and the
-    aoti-lens protocol version."""
+    """Advertises `workspace.textDocumentContent`, which pygls 2.1.1 handles but does not announce, and
+    answers the version handshake: the client's protocol version in, the server's and its package's out."""
 
     @lsp_method(types.INITIALIZE)
     def lsp_initialize(self, params: types.InitializeParams) -> Generator[Any, Any, types.InitializeResult]:
+        server = self._server
+        assert isinstance(server, AotiLanguageServer)
+        server.client_protocol = client_protocol(params.capabilities.experimental)
         result = yield from super().lsp_initialize(params)
         workspace = result.capabilities.workspace or types.WorkspaceOptions()
         workspace.text_document_content = types.TextDocumentContentOptions(schemes=[SCHEME])
         result.capabilities.workspace = workspace
-        result.capabilities.experimental = experimental_capabilities()
+        result.capabilities.experimental = experimental_capabilities(server.client_protocol)
         return result
 
 
@@ -50,14 +56,19 @@ class AotiLanguageServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__("aoti-lsp", __version__, protocol_cls=AotiProtocol,
                          text_document_sync_kind=types.TextDocumentSyncKind.None_)
-        self.settings = Settings()
+        self.settings = Settings()  # the window's; a folder's own are in folder_settings
+        self.folder_settings: dict[str, Settings] = {}
+        self.client_protocol: int | None = None  # None: not an aoti-lens client (another editor)
         self.failures = FailureStore()
+        self.configuration = Configuration(self)
         self.jobs = Jobs(self)
         self.discovery = Discovery(self)
         self.documents = Documents(self)
-        # Hooks run in this order: on a settings change, jobs stop before discovery starts new ones.
-        self.features: list[Feature] = [self.jobs, self.discovery, self.documents, Hover(self), Actions(self),
-                                        Diagnostics(self), FailureList(self)]
+        self.live = LiveRuns(self)
+        # Hooks run in this order: settings are pulled before discovery scans; on a settings change,
+        # jobs stop before discovery starts new ones.
+        self.features: list[Feature] = [self.configuration, self.jobs, self.discovery, self.live, self.documents,
+                                        Hover(self), Actions(self), Capture(self), Diagnostics(self), FailureList(self)]
         self._flush_pending = False
 
     def log(self, message: str, level: types.MessageType = types.MessageType.Info) -> None:
@@ -81,6 +92,11 @@ class AotiLanguageServer(LanguageServer):
         return bool(window and window.work_done_progress)
 
     @property
+    def aoti_client(self) -> bool:
+        """The client announced the aoti-lens protocol: it understands the custom methods."""
+        return self.client_protocol is not None
+
+    @property
     def supports_show_document(self) -> bool:
         window = self.client_capabilities.window
         return bool(window and window.show_document and window.show_document.support)
@@ -90,10 +106,18 @@ class AotiLanguageServer(LanguageServer):
         return [os.path.abspath(f) for f in folders if f] or \
             ([os.path.abspath(self.workspace.root_path)] if self.workspace.root_path else [])
 
+    def settings_for(self, path: str) -> Settings:
+        """The settings of the workspace folder holding `path`, else the window's."""
+        folder = folder_of(list(self.folder_settings), path)
+        return self.folder_settings[folder] if folder is not None else self.settings
+
     def debug_roots(self) -> list[str]:
-        """settings.debugDirRoots, relative ones against the first workspace folder."""
+        """debugDirRoots: the window's relative to the first workspace folder, a folder's relative to it."""
         base = next(iter(self.folders()), os.getcwd())
-        return [os.path.abspath(os.path.join(base, os.path.expanduser(r))) for r in self.settings.debug_dir_roots]
+        pairs = [(base, self.settings), *self.folder_settings.items()]
+        roots = [os.path.abspath(os.path.join(folder, os.path.expanduser(r)))
+                 for folder, settings in pairs for r in settings.debug_dir_roots]
+        return list(dict.fromkeys(roots))
 
     def roots(self) -> list[str]:
         return list(dict.fromkeys(self.folders() + self.debug_roots()))
@@ -122,11 +146,7 @@ class AotiLanguageServer(LanguageServer):
         if not result.success:
             self.log(f"the client did not open {uri}", types.MessageType.Warning)
 
-    async def apply_settings(self, data: Any) -> None:
-        old = self.settings
-        self.settings, problems = old.merged(data)
-        for problem in problems:
-            self.log(problem, types.MessageType.Warning)
+    async def settings_changed(self, old: Settings) -> None:
         for feature in self.features:
             await feature.settings_changed(old)
 
@@ -134,20 +154,13 @@ class AotiLanguageServer(LanguageServer):
 def create_server() -> AotiLanguageServer:
     ls = AotiLanguageServer()
 
-    @ls.feature(types.INITIALIZE)
-    def initialize(params: types.InitializeParams) -> None:
-        ls.settings, problems = Settings().merged(params.initialization_options)
-        for problem in problems:
-            ls.log(problem, types.MessageType.Warning)
-
     @ls.feature(types.INITIALIZED)
     async def initialized(params: types.InitializedParams) -> None:
+        if ls.client_protocol not in (None, PROTOCOL_VERSION):
+            ls.log(f"the client speaks aoti-lens protocol {ls.client_protocol}, this server ({__version__}) "
+                   f"{PROTOCOL_VERSION}: update one of them", types.MessageType.Warning)
         for feature in ls.features:
             await feature.initialized()
-
-    @ls.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
-    async def did_change_configuration(params: types.DidChangeConfigurationParams) -> None:
-        await ls.apply_settings(params.settings)
 
     @ls.feature(types.SHUTDOWN)
     async def shutdown(params: None) -> None:

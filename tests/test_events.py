@@ -1,4 +1,5 @@
 import json
+import os
 
 import pytest
 
@@ -63,3 +64,33 @@ def test_bad_fork_server_records_are_rejected_clearly():
         fp.decode(b'{"type": "fork_bomb"}')
     with pytest.raises(WireError, match="Exited: missing field 'returncode'"):
         fp.decode(b'{"type": "exited", "pid": 3}')
+
+
+def test_events_log_is_read_back_whole_lines_only_and_from_the_start_when_replaced(tmp_path):
+    from minifier.events import BeginEvent, EventsTail, LogEvent, last_run
+    from minifier.reporter import Reporter
+
+    log = str(tmp_path / "work" / "events.jsonl")
+    tail = EventsTail(log)
+    assert tail.read().events == []  # no log yet
+    reporter = Reporter(events=False)
+    reporter.record_to(log, "minify", "/x/minifier_launcher.py")
+    reporter.emit(LogEvent(message="one"))
+    with open(log, "a") as f:
+        f.write('{"message":"half a line')  # still being written
+    read = tail.read()
+    assert [type(e) for e in read.events] == [BeginEvent, LogEvent] and read.problems == []
+    begin = read.events[0]
+    assert begin.command == "minify" and begin.pid == os.getpid() and begin.launcher == "/x/minifier_launcher.py"
+    with open(log, "a") as f:
+        f.write('","level":"info","event":"log","v":1}\nnot json\n')
+    read = tail.read()
+    assert [e.message for e in read.events] == ["half a line"] and len(read.problems) == 1
+    reporter.record_to(log, "run", "/x/minifier_launcher.py")  # a second run appends
+    events = EventsTail(log).read().events
+    assert [e.command for e in last_run(events) if isinstance(e, BeginEvent)] == ["run"]
+    os.remove(log)
+    reporter.record_to(log, "run", "/x/minifier_launcher.py")  # replaced: read again from its start
+    reporter.close()
+    read = tail.read()
+    assert read.restarted and [type(e) for e in read.events] == [BeginEvent]

@@ -57,6 +57,12 @@ def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     failure = [e for e in events_of(proc) if e.event == "failure"][-1].failure
     assert "device-side assert" in failure.signature.message
+    # What the editor sees: only the snapshot (PyTorch's own folder holds no usable dump), claimed by capture.
+    from minifier.events import BeginEvent, EventsTail
+    from minifier.layout import DumpLayout, launchers_in
+    assert launchers_in(str(tmp_path / "torch_compile_debug")) == [failure.launcher]
+    logged = EventsTail(DumpLayout.of(failure.launcher).events_log).read().events
+    assert [e.command for e in logged if isinstance(e, BeginEvent)] == ["capture", "run"]
     _, done = minify(failure.launcher)
     assert done.nodes == 1
     assert repro_signature(done.repro).matches(failure.signature)

@@ -12,9 +12,12 @@ import sys
 import time
 
 import pytest
+import torch
 
 from conftest import ROOT, aoti_minify, events_of, minify, repro_signature, workers_in
-from minifier.events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, parse_event
+from minifier.events import (BeginEvent, CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent,
+                             EventsTail, FailureEvent, last_run, parse_event)
+from minifier.layout import DumpLayout, launchers_in
 from minifier.worklog import phase_marks
 
 pytestmark = pytest.mark.compile
@@ -207,3 +210,33 @@ def test_capture_keeps_a_failure_that_kills_the_program(tmp_path):
     failure = [e for e in events_of(proc) if e.event == "failure"][-1].failure
     assert failure.signature.exc_type == "RuntimeError" and "Unknown exception" in failure.signature.message
     assert failure.launcher.startswith(str(tmp_path / "torch_compile_debug"))
+    # PyTorch dumped the program twice (before compiling, and after the failure): one snapshot holds both,
+    # and it stands for PyTorch's own run folder.
+    assert launchers_in(str(tmp_path / "torch_compile_debug")) == [failure.launcher]
+    assert failure.launcher.endswith(".capture1/minifier/minifier_launcher.py")
+    logged = EventsTail(DumpLayout.of(failure.launcher).events_log).read().events
+    assert [(e.command, e.pid) for e in logged if isinstance(e, BeginEvent)] == [("capture", logged[0].pid),
+                                                                                 ("run", logged[0].pid)]
+    assert isinstance(logged[-1], FailureEvent)
+
+
+def test_report_of_a_minified_failure(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path))
+    assert aoti_minify("report", launcher).returncode == 3  # nothing to report before a repro exists
+    assert aoti_minify("run", launcher).returncode == 0
+    _, done = minify(launcher)
+    proc = aoti_minify("report", os.path.dirname(launcher), "--events")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [event] = events_of(proc)
+    report = open(event.path).read()
+    assert event.path == os.path.join(os.path.dirname(launcher), "report.md")
+    assert report.startswith("# AOTI failure: CppCompileError: 'compile' was not declared in this scope")
+    assert f"from {done.start_nodes} to 1 graph node;" in report and "error: ‘compile’ was not declared" in report
+    assert "relu = torch.ops.aten.relu.default" in report and "run_repro(exported_program" in report
+    assert "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'compile_error'" in report.split("Config:")[1]
+    versions = report.split("### Versions")[1]
+    assert f"| torch | {torch.__version__} |" in versions and "| C++ compiler |" in versions
+    assert "PyTorch version:" in versions  # collect_env's block
+    # Every run left its events in the dump's log: the minify's is last, from its begin to its done.
+    logged = last_run(EventsTail(DumpLayout.of(launcher).events_log).read().events)
+    assert logged[0].command == "minify" and isinstance(logged[-1], DoneEvent) and logged[-1].nodes == 1

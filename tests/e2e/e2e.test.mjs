@@ -2,8 +2,8 @@
 // on a workspace holding a real CPU AOTI failure. Screenshots of each step go to .artifacts/e2e/.
 //   bash .ci/e2e-setup.sh && npm run test:e2e
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -246,5 +246,78 @@ test('an interpreter without aoti-lens: one actionable notification, no retry lo
       return !rows.some((t) => /Language server not running/.test(t)) && welcome > 0;
     }, { timeout: 60_000 });
     await h.shot(page, '13-interpreter-fixed');
+  });
+});
+
+const CAPTURED_SCRIPT = `import torch
+import torch._inductor.config as inductor_config
+from minifier.examples.models import build
+
+inductor_config.cpp.inject_relu_bug_TESTING_ONLY = "compile_error"
+model, inputs = build("seed")
+with torch.no_grad():
+    program = torch.export.export(model, inputs)
+    path = torch._inductor.aoti_compile_and_package(program)
+    print(torch._inductor.aoti_load_package(path)(*inputs))
+`;
+
+test('a minify started in a terminal shows live; shrink curve; bug report; capture a script from the editor', { timeout: 20 * 60_000 }, async () => {
+  const dump = h.makeWorkspace('live');
+  writeFileSync(join(dump.ws, 'train.py'), CAPTURED_SCRIPT);
+  const cs = await h.startCodeServer(dump.ws, { settings: { 'aoti.python': h.PYTHON, 'aoti.autoReproduce': false }, label: 'live' });
+  await inWorkbench(dump.ws, cs, 'live', async (page) => {
+    await h.openWorkbench(page, cs.folderUrl);
+    await openFailuresView(page);
+    await h.until('the failure in the tree', async () => (await h.treeRows(page)).find((t) => SIGNATURE.test(t)), { timeout: 90_000 });
+
+    // 1. `aoti-minify minify` in a shell outside the editor: the view follows it through the events log.
+    const terminal = spawn(h.PYTHON, ['-m', 'minifier', 'minify', dump.launcher, '--workers', '2'], { cwd: dump.ws, stdio: 'ignore' });
+    const exited = new Promise((resolve) => terminal.on('exit', resolve));
+    const live = await h.until('the tree to show the terminal\'s run', async () =>
+      (await h.treeRows(page)).find((t) => /in a terminal \(pid \d+\)/.test(t)), { timeout: 60_000, interval: 300 });
+    h.log(`live row: ${JSON.stringify(live)}`);
+    await h.shot(page, '14-terminal-minify-live');
+    const done = await h.until('the terminal\'s minify to end', async () => (await h.treeRows(page)).find((t) => /minimized/.test(t)), { timeout: MINIFY_TIMEOUT, interval: 1000 });
+    h.log(`after: ${JSON.stringify(done)}`);
+    assert.equal(await exited, 0);
+    await openProblems(page);
+    await page.locator('.markers-panel .monaco-list-row', { hasText: /minimal repro/ }).first().waitFor({ timeout: 60_000 });
+    await h.shot(page, '15-terminal-minify-repro');
+
+    // 2. The shrink curve, as a Markdown preview the server opens.
+    await contextAction(page, 'CppCompileError', 'Show the shrink curve');
+    const preview = page.frameLocator('iframe.webview.ready').frameLocator('iframe#active-frame');
+    await h.until('the rendered shrink curve', async () => (await preview.locator('img[alt*="shrink curve"]').count()) > 0, { timeout: 60_000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    await h.shot(page, '16-shrink-curve');
+
+    // 3. Prepare a PyTorch bug report: report.md beside repro.py, opened.
+    await contextAction(page, 'CppCompileError', 'Prepare a PyTorch bug report');
+    await h.until('report.md to open', async () => /report\.md/.test(await h.activeTabTitle(page)), { timeout: 120_000 });
+    const report = readFileSync(join(dump.minifierDir, 'report.md'), 'utf8');
+    assert.match(report, /### Versions/);
+    assert.match(report, /CppCompileError/);
+    await h.shot(page, '17-bug-report');
+
+    // 4. Capture: the script's code lens, then the command; the failure reaches the tree as it is dumped.
+    await page.keyboard.press('Escape');
+    await page.locator('.editor-group-container.active .monaco-editor').first().click();
+    await page.keyboard.press('Control+P');
+    const quickOpen = page.locator('.quick-input-widget input');
+    await quickOpen.waitFor({ state: 'visible', timeout: 10_000 });
+    await quickOpen.fill('train.py');
+    await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'train.py' }).first().click({ timeout: 20_000 });
+    await h.until('train.py to open', async () => /train\.py/.test(await h.activeTabTitle(page)), { timeout: 30_000 });
+    const lens = page.locator('.codelens-decoration', { hasText: 'Capture AOTI failures of this script' }).first();
+    await lens.waitFor({ timeout: 60_000 });
+    await h.shot(page, '18-capture-code-lens');
+    await lens.locator('a').first().click();
+    await h.until('the capture terminal', async () => (await page.locator('.terminal-tab, .single-terminal-tab, .tabs-list .monaco-list-row', { hasText: /aoti-lens capture/ }).count()) > 0
+      || (await page.locator('.panel .pane-header, .panel .composite-bar', { hasText: /aoti-lens capture/ }).count()) > 0, { timeout: 60_000 }).catch(() => undefined);
+    const captured = await h.until('the captured failure, reproduced', async () =>
+      (await h.treeRows(page)).find((t) => /capture1/.test(t) || (SIGNATURE.test(t) && /reproduced/.test(t))), { timeout: 300_000, interval: 2000 });
+    h.log(`captured: ${JSON.stringify(captured)}`);
+    assert.ok(existsSync(join(dump.ws, 'torch_compile_debug')), 'capture dumped into the workspace');
+    await h.shot(page, '19-captured');
   });
 });

@@ -24,6 +24,7 @@ from pygls.protocol import default_converter
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import register_lsp_features
+from server.protocol import CAPABILITY, PROTOCOL_VERSION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER = [sys.executable, "-m", "server", "--stdio"]
@@ -110,19 +111,22 @@ def make_client() -> AotiClient:
     return client
 
 
-def vscode_capabilities() -> types.ClientCapabilities:
-    """VS Code's, plus the LSP 3.18 textDocumentContent client capability vscode-languageclient 10 sends."""
+def vscode_capabilities(protocol_version: int | None = PROTOCOL_VERSION) -> types.ClientCapabilities:
+    """VS Code's, plus the LSP 3.18 textDocumentContent client capability vscode-languageclient 10 sends,
+    and what the aoti-lens extension announces (its protocol version; None: like another editor)."""
     capabilities = client_capabilities("visual-studio-code")
     assert capabilities.workspace is not None
     capabilities.workspace.text_document_content = types.TextDocumentContentClientCapabilities(
         dynamic_registration=True)
+    if protocol_version is not None:
+        capabilities.experimental = {CAPABILITY: {"protocolVersion": protocol_version}}
     return capabilities
 
 
 @contextlib.asynccontextmanager
 async def lsp_session(workspace: str, settings: dict[str, Any] | None = None,
                       capabilities: types.ClientCapabilities | None = None,
-                      env: dict[str, str] | None = None) -> AsyncIterator[AotiClient]:
+                      env: dict[str, str] | None = None, folders: list[str] | None = None) -> AsyncIterator[AotiClient]:
     config = ClientServerConfig(server_command=SERVER, client_factory=make_client,
                                 server_env={**os.environ, **(env or {})})
     client = await config.start()
@@ -130,7 +134,7 @@ async def lsp_session(workspace: str, settings: dict[str, Any] | None = None,
     try:
         client.initialize_result = await client.initialize_session(types.InitializeParams(
             capabilities=capabilities or vscode_capabilities(),
-            workspace_folders=[types.WorkspaceFolder(uri=uri(workspace), name="workspace")],
+            workspace_folders=[types.WorkspaceFolder(uri=uri(f), name=os.path.basename(f)) for f in folders or [workspace]],
             root_uri=uri(workspace), initialization_options=settings or {}))
         yield client
     finally:

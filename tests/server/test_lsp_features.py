@@ -32,14 +32,15 @@ async def test_discovery_puts_a_diagnostic_on_the_run_repro_line(tmp_path, dumps
         [item] = await client.failures()
         assert item == client.item(launcher)
         assert set(item) == {"id", "label", "runDir", "launcher", "state", "signature", "kind", "nodesStart",
-                             "nodesNow", "queries", "seconds", "message", "repro", "graphUri", "kernelUri"}
+                             "nodesNow", "queries", "seconds", "message", "repro", "graphUri", "kernelUri", "shrinkUri",
+                             "report", "externalPid"}
         assert item["id"] == run_id and item["state"] == "found" and item["label"] == "AOTI failure"
         assert item["runDir"] == os.path.dirname(os.path.dirname(launcher)) and item["launcher"] == uri(launcher)
         assert item["graphUri"] == f"aoti:/{run_id}/graph.py" and item["kernelUri"] is None
         [registration] = client.registrations
         assert registration.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
         assert [w["globPattern"] for w in registration.register_options["watchers"]] == [
-            "**/torch_compile_debug/run_*/minifier/{minifier_launcher.py,failure.json,repro.py}",
+            "**/torch_compile_debug/run_*/minifier/{minifier_launcher.py,failure.json,repro.py,report.md}",
             "**/torch_compile_debug/run_*/minifier/checkpoints/*.py", "**/torch_compile_debug/run_*"]
 
 

@@ -108,44 +108,6 @@ async def test_run_folder_deleted_while_its_job_runs(tmp_path):
         assert await client.failures() == []
 
 
-async def test_client_without_progress_dynamic_registration_or_show_document(tmp_path):
-    ws = str(tmp_path / "ws")
-    launcher = fake_dump(ws)
-    folder = os.path.dirname(launcher)
-    repro = os.path.join(folder, "repro.py")
-    signature = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
-    python = fake_python(str(tmp_path / "python"), [
-        StartEvent(nodes=5, signature=signature, graph="def forward(self, x): ..."),
-        CandidateEvent(nodes=3, verdict="fails", seconds=1.0, queries=1),
-        CheckpointEvent(nodes=3, path=os.path.join(folder, "checkpoints", "3.py"), graph="g3", queries=1, seconds=1),
-        CheckpointEvent(nodes=1, path=os.path.join(folder, "checkpoints", "1.py"), graph="g1", queries=2, seconds=2),
-        DoneEvent(nodes=1, repro=repro, queries=2, seconds=2.5, start_nodes=5, signature=signature),
-    ], before=f"echo '# repro' > {repro}")
-    capabilities = types.ClientCapabilities(
-        workspace=types.WorkspaceClientCapabilities(
-            did_change_watched_files=types.DidChangeWatchedFilesClientCapabilities(dynamic_registration=False)),
-        window=types.WindowClientCapabilities(work_done_progress=False))
-    async with lsp_session(ws, settings={"trusted": True, "python": python}, capabilities=capabilities) as client:
-        await until(lambda: client.item(launcher), "discovery")
-        failure_id = client.item(launcher)["id"]
-        await client.command("aoti.minify", failure_id)
-        await until(lambda: client.state(launcher) == "minimized", "the minimized state")
-        item = client.item(launcher)
-        assert (item["nodesStart"], item["nodesNow"], item["queries"]) == (5, 1, 2)
-        assert item["repro"] == uri(repro) and item["message"] == "minimized: 5 -> 1 nodes, 2 queries, 2 s"
-        [diagnostic] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic")
-        assert diagnostic.severity == types.DiagnosticSeverity.Information
-        assert diagnostic.message == "minimal repro: 1 node, reproduces CppCompileError: " \
-                                     "'compile' was not declared in this scope"
-        assert (await client.content(item["graphUri"])).startswith("# 5 -> 3 -> 1 nodes, 2 queries, 2 s\n")
-        await client.command("aoti.openRepro", failure_id)
-        await until(lambda: any(uri(repro) in m.message for m in client.messages), "the repro location")
-        assert client.progress_reports == {} and client.registrations == [] and client.shown_documents == []
-        assert client.refreshes == []  # no textDocumentContent capability, no refresh requests
-        assert client.logged("cannot watch files")
-    assert processes_in(str(tmp_path)) == []
-
-
 async def test_graph_refreshes_and_progress_follow_checkpoints_in_order(tmp_path):
     ws = str(tmp_path / "ws")
     launcher = fake_dump(ws)
@@ -163,7 +125,10 @@ async def test_graph_refreshes_and_progress_follow_checkpoints_in_order(tmp_path
         failure_id = client.item(launcher)["id"]
         await client.command("aoti.minify", failure_id)
         await until(lambda: client.state(launcher) == "minimized", "the minimized state")
-        assert [(u, t.splitlines()[0], t.splitlines()[-1]) for u, t in client.refreshes] == [
+        shrinks = [t for u, t in client.refreshes if u == f"aoti:/{failure_id}/shrink.md"]
+        assert len(shrinks) == 3 and "![shrink curve" in shrinks[-1] and "| 5.0 | 1 |" in shrinks[-1]
+        assert "| 3.0 | 2 |" in shrinks[-1] and "graph_1" in shrinks[-1]  # each checkpoint a point, then the graph
+        assert [(u, t.splitlines()[0], t.splitlines()[-1]) for u, t in client.refreshes if u.endswith("graph.py")] == [
             (f"aoti:/{failure_id}/graph.py", header, f"graph_{n}") for header, n in (
                 ("# 5 -> 4 nodes, 1 queries, 1 s", 4), ("# 5 -> 4 -> 2 nodes, 3 queries, 3 s", 2),
                 ("# 5 -> 4 -> 2 -> 1 nodes, 5 queries, 5 s", 1))]

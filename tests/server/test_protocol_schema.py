@@ -7,10 +7,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 
-from lsp_helpers import ROOT, lsp_session
-from server import codegen, protocol
-from server.protocol import SERVER_COMMANDS, SETTINGS_SECTION, Settings, camel
+import pytest
+
+from lsp_helpers import ROOT, lsp_session, until, vscode_capabilities
+from server import __version__, codegen, protocol
+from server.protocol import FILE_COMMANDS, PROTOCOL_VERSION, SERVER_COMMANDS, SETTINGS_SECTION, Settings, camel
 
 MANIFEST = json.load(open(os.path.join(ROOT, "package.json")))
 CONTRIBUTED = MANIFEST["contributes"]["configuration"]["properties"]
@@ -37,12 +40,21 @@ def test_package_json_defaults_are_the_server_defaults():
 
 def test_contributed_server_commands_are_the_servers():
     contributed = {c["command"] for c in MANIFEST["contributes"]["commands"]}
-    assert {c for c in contributed if c.startswith("aoti.")} == set(SERVER_COMMANDS)  # the client's: aoti-lens.*
+    assert {c for c in contributed if c.startswith("aoti.")} == set(SERVER_COMMANDS + FILE_COMMANDS)  # the client's: aoti-lens.*
 
 
-async def test_the_server_announces_its_protocol_version(tmp_path):
-    async with lsp_session(str(tmp_path)) as client:
-        assert client.initialize_result is not None
-        capabilities = client.initialize_result.capabilities
-        assert capabilities.experimental == {protocol.CAPABILITY: {"protocolVersion": protocol.PROTOCOL_VERSION}}
-        assert set(capabilities.execute_command_provider.commands) == set(SERVER_COMMANDS)
+@pytest.mark.parametrize("client", [PROTOCOL_VERSION, PROTOCOL_VERSION - 1, PROTOCOL_VERSION + 1, None])
+async def test_version_handshake_both_ways(tmp_path, client):
+    """The client announces its protocol version (another editor announces none); the server answers
+    with its own and its package version whatever it heard, and says in its log when they differ."""
+    capabilities = vscode_capabilities(client)
+    async with lsp_session(str(tmp_path), capabilities=capabilities) as client_session:
+        result = client_session.initialize_result
+        assert result is not None and result.server_info.version == __version__
+        assert result.capabilities.experimental == {protocol.CAPABILITY: {
+            "protocolVersion": PROTOCOL_VERSION, "packageVersion": __version__, "clientProtocolVersion": client}}
+        assert set(result.capabilities.execute_command_provider.commands) == set(SERVER_COMMANDS + FILE_COMMANDS)
+        await until(lambda: client_session.logged(r"^scanned "), "the first scan")
+        mismatch = client_session.logged(rf"client speaks aoti-lens protocol {client}, this server "
+                                         rf"\({re.escape(__version__)}\) {PROTOCOL_VERSION}")
+        assert bool(mismatch) == (client not in (None, PROTOCOL_VERSION))

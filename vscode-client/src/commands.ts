@@ -2,9 +2,10 @@
 // a pick; the untrusted refusal comes before the server is asked; errors are shown. Plus the client's
 // "Cancel running job".
 import * as vscode from 'vscode';
+import type { LanguageClient } from 'vscode-languageclient/node';
 import type { FailuresView } from './failuresView';
-import { candidatesFor, commandArguments, pickLabel } from './presentation';
-import { ServerCommands, type FailureItem } from './protocol';
+import { candidatesFor, commandArguments, pickLabel, scriptArgument } from './presentation';
+import { FileCommands, Methods, ServerCommands, type CaptureCommand, type FailureItem } from './protocol';
 import { refusedUntrusted } from './trust';
 
 type Next = (command: string, args: unknown[]) => unknown;
@@ -51,4 +52,27 @@ export async function cancelRunning(view: FailuresView): Promise<void> {
   }
   const failure = await pick(running, 'Cancel which aoti-lens job?', (f) => `$(debug-stop) Cancel: ${f.label}`);
   if (failure) await vscode.commands.executeCommand(ServerCommands.cancel, failure.id);
+}
+
+/**
+ * "Capture AOTI failures of this script": the server builds the command line (`aoti-minify capture` around the
+ * script or aoti.captureCommand), the user watches it in a terminal; the failures reach the view as dumped.
+ */
+export async function runCapture(client: LanguageClient, args: unknown[]): Promise<void> {
+  const script = scriptArgument(args) ?? vscode.window.activeTextEditor?.document.uri.toString();
+  if (!script || !script.endsWith('.py')) {
+    void vscode.window.showInformationMessage('aoti-lens: open the Python script to capture (one that compiles with AOTInductor).');
+    return;
+  }
+  if (await refusedUntrusted(FileCommands.capture)) return;
+  let command: CaptureCommand;
+  try {
+    command = await client.sendRequest<CaptureCommand>(Methods.captureCommand, { uri: script });
+  } catch (e) {
+    void vscode.window.showErrorMessage(`aoti-lens: cannot capture ${script}: ${e instanceof Error ? e.message : String(e)}`);
+    return;
+  }
+  const [shellPath, ...shellArgs] = command.argv;
+  const terminal = vscode.window.createTerminal({ name: command.title, shellPath, shellArgs, cwd: command.cwd });
+  terminal.show(true);
 }

@@ -15,7 +15,8 @@ let server: Server | undefined;
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   const output = vscode.window.createOutputChannel(NAME, { log: true });
   const view = new FailuresView();
-  const running = new Server(context.extensionPath, output, view);
+  const version = String((context.extension.packageJSON as { version?: string }).version ?? 'unknown');
+  const running = new Server(context.extensionPath, version, output, view);
   server = running;
   context.subscriptions.push(
     output,

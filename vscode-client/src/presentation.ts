@@ -70,6 +70,7 @@ export function describeFailure(f: FailureItem): ItemLook {
   const parts = [stateText(f.state)];
   const nodes = nodeCount(f);
   if (nodes) parts.push(nodes);
+  if (count(f.externalPid) !== null) parts.push(`in a terminal (pid ${f.externalPid})`);
   const lines = [`**${mdEscape(f.label || 'AOTI failure')}**`, ''];
   lines.push(`State: ${stateText(f.state)}${nodes ? ` (${nodes})` : ''}`);
   if (f.signature) lines.push('', `Signature: \`${f.signature.replace(/`/g, "'")}\``);
@@ -150,4 +151,15 @@ export function candidatesFor(command: string, failures: readonly FailureItem[])
     default:
       return [...failures];
   }
+}
+
+/**
+ * The script a file command applies to: from the editor context menu VS Code passes a Uri, from a code lens
+ * or the server a string; undefined from the palette (the caller takes the active editor's).
+ */
+export function scriptArgument(args: readonly unknown[]): string | undefined {
+  const [first] = args;
+  if (typeof first === 'string' && first) return first;
+  if (typeof first === 'object' && first !== null && typeof (first as { scheme?: unknown }).scheme === 'string') return String(first);
+  return undefined;
 }

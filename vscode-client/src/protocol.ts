@@ -2,9 +2,9 @@
 // GENERATED from server/protocol.py by `python -m server.codegen`: edit that file and regenerate.
 
 /** bumped on any change that a client of the previous version would misread */
-export const PROTOCOL_VERSION = 1;
+export const PROTOCOL_VERSION = 2;
 
-/** the key of the server's `ServerCapability` in InitializeResult.capabilities.experimental */
+/** the key of `ClientCapability` / `ServerCapability` in the capabilities' `experimental` */
 export const CAPABILITY = 'aotiLens';
 
 /** VS Code's settings are `aoti.<key>`; didChangeConfiguration may nest Settings under it */
@@ -17,8 +17,10 @@ export const SCHEME = 'aoti';
 export const Methods = {
   /** request (client -> server), params `{}`, result `FailureList` */
   failures: 'aoti/failures',
-  /** notification (server -> client), params `FailureList`, on any change */
+  /** notification (server -> client), params `FailureList`, on any change; only to clients that announce `ClientCapability` */
   failuresChanged: 'aoti/failuresChanged',
+  /** request (client -> server), params `CaptureParams`, result `CaptureCommand`: the command line a client runs in a terminal */
+  captureCommand: 'aoti/captureCommand',
 } as const;
 
 /** Server commands (advertised in executeCommandProvider; vscode-languageclient registers them). Arguments: `[failureId]`. */
@@ -35,9 +37,19 @@ export const ServerCommands = {
   showGraph: 'aoti.showGraph',
   /** open the failing kernel's document (window/showDocument) */
   showKernel: 'aoti.showKernel',
+  /** open the shrink picture: nodes over time, each checkpoint a point, and the final graph */
+  showShrink: 'aoti.showShrink',
+  /** write report.md beside repro.py (a PyTorch bug report: `aoti-minify report`) and open it */
+  report: 'aoti.report',
 } as const;
 
 export const SERVER_COMMAND_IDS: readonly string[] = Object.values(ServerCommands);
+
+/** Server commands whose arguments are `[fileUri]`. */
+export const FileCommands = {
+  /** run the script (or settings.captureCommand) under `aoti-minify capture` in the background; the VS Code client runs it in a terminal instead */
+  capture: 'aoti.capture',
+} as const;
 
 export type FailureState = 'found' | 'reproducing' | 'reproduced' | 'minifying' | 'minimized' | 'cancelled' | 'error';
 
@@ -49,9 +61,33 @@ export const RUNNING_STATES: readonly FailureState[] = ['reproducing', 'minifyin
 /** Why Minify and Reproduce do nothing in an untrusted workspace. */
 export const UNTRUSTED_TEXT = 'aoti-lens runs nothing in an untrusted workspace: reproducing or minifying executes this workspace\'s minifier_launcher.py. Trust the workspace (Workspaces: Manage Workspace Trust) to reproduce and minify its failures.';
 
+/** What an aoti-lens client announces in InitializeParams.capabilities.experimental. */
+export interface ClientCapability {
+  /** the client's PROTOCOL_VERSION */
+  protocolVersion: number;
+}
+
 export interface ServerCapability {
   /** the server's PROTOCOL_VERSION */
   protocolVersion: number;
+  /** the aoti-lens package the server runs from */
+  packageVersion: string;
+  /** what the client announced (null: nothing, not an aoti-lens client) */
+  clientProtocolVersion: number | null;
+}
+
+export interface CaptureParams {
+  /** file URI of the script */
+  uri: string;
+}
+
+export interface CaptureCommand {
+  /** `python -m minifier capture --dir <folder> -- <the script's command line>` */
+  argv: string[];
+  /** the script's workspace folder */
+  cwd: string;
+  /** a name for the terminal */
+  title: string;
 }
 
 export interface FailureItem {
@@ -84,6 +120,12 @@ export interface FailureItem {
   graphUri: string;
   /** the failing kernel's document, when the failure names a kernel */
   kernelUri: string | null;
+  /** the shrink picture (Markdown: nodes over time, the final graph) */
+  shrinkUri: string;
+  /** file URI of report.md, once written */
+  report: string | null;
+  /** pid of an aoti-minify started outside this server (a terminal) that works on it now */
+  externalPid: number | null;
 }
 
 export interface FailureList {
@@ -108,6 +150,8 @@ export interface Settings {
   imports?: string[];
   /** run `aoti-minify run` on discovery (never when untrusted) */
   autoReproduce?: boolean;
+  /** what Capture runs instead of `python <file>` ("": that); `${file}`: the script */
+  captureCommand?: string;
   /** VS Code's workspace trust; nothing runs until it is true */
   trusted?: boolean;
 }
@@ -121,6 +165,7 @@ export const DEFAULT_SETTINGS = {
   debugDirRoots: [],
   imports: [],
   autoReproduce: true,
+  captureCommand: '',
   trusted: false,
 } as const;
 
@@ -132,4 +177,6 @@ export const VIRTUAL_DOCS = {
   original: 'aoti:/{id}/original.py',
   /** the failing kernel's source, its error line marked */
   kernel: 'aoti:/{id}/kernels/{kernel}.py',
+  /** the shrink curve (nodes over time, each checkpoint a point) and the final graph */
+  shrink: 'aoti:/{id}/shrink.md',
 } as const;

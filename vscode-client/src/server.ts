@@ -15,12 +15,13 @@ import {
   type ErrorHandler,
   type LanguageClientOptions,
   type ServerOptions,
+  type StaticFeature,
 } from 'vscode-languageclient/node';
-import { serverCommands } from './commands';
+import { runCapture, serverCommands } from './commands';
 import type { FailuresView } from './failuresView';
-import { describeServer } from './handshake';
+import { clientExperimental, handshake } from './handshake';
 import { Contexts, NAME } from './manifest';
-import { Methods, SCHEME, SETTINGS_SECTION, type FailureList, type Settings } from './protocol';
+import { FileCommands, Methods, SCHEME, SETTINGS_SECTION, type FailureList, type Settings } from './protocol';
 import {
   PYTHON_EXTENSION_ID,
   PythonExtension,
@@ -45,8 +46,23 @@ class AotiLanguageClient extends LanguageClient {
   }
 }
 
-function workspaceVars(): Vars {
-  return { workspaceFolder: vscode.workspace.workspaceFolders?.[0]?.uri.fsPath, home: os.homedir() };
+function workspaceVars(folder?: vscode.Uri): Vars {
+  return { workspaceFolder: (folder ?? vscode.workspace.workspaceFolders?.[0]?.uri)?.fsPath, home: os.homedir() };
+}
+
+/** The handshake's client half: announce this extension's protocol version in `initialize`. */
+const announceProtocol: StaticFeature = {
+  fillClientCapabilities: (capabilities) => {
+    capabilities.experimental = clientExperimental(capabilities.experimental);
+  },
+  initialize: () => undefined,
+  getState: () => ({ kind: 'static' }),
+  clear: () => undefined,
+};
+
+/** The shrink picture is Markdown: open it rendered. */
+function isMarkdownDocument(uri: string): boolean {
+  return uri.startsWith(`${SCHEME}:`) && uri.endsWith('.md');
 }
 
 function serverOptions(python: string, cwd: string): ServerOptions {
@@ -74,6 +90,7 @@ export class Server implements vscode.Disposable {
   /** `cwd` is neutral (the extension's folder): `-m server` and the probe put the cwd on sys.path. */
   constructor(
     private readonly cwd: string,
+    private readonly extensionVersion: string,
     private readonly output: vscode.LogOutputChannel,
     private readonly view: FailuresView,
   ) {
@@ -142,6 +159,16 @@ export class Server implements vscode.Disposable {
     return buildSettings(config, this.interpreter?.command, vscode.workspace.isTrusted, workspaceVars());
   }
 
+  /** A workspace folder's settings (the server pulls them per folder): its own aoti.* and its interpreter. */
+  private async folderSettings(scopeUri: string | undefined): Promise<Settings> {
+    if (!scopeUri) return this.settings();
+    const folder = vscode.Uri.parse(scopeUri);
+    const config = vscode.workspace.getConfiguration(SETTINGS_SECTION, folder);
+    const python = await resolveInterpreter(config.get<string>('python'), () => this.pythonExtension.interpreter(folder), workspaceVars(folder));
+    const command = python.source === 'default' ? this.interpreter?.command : python.command;
+    return buildSettings(config, command, vscode.workspace.isTrusted, workspaceVars(folder));
+  }
+
   private async start(): Promise<void> {
     this.problems.reset();
     const python = await this.checkedInterpreter();
@@ -177,6 +204,7 @@ export class Server implements vscode.Disposable {
       serverOptions(python, this.cwd),
       this.clientOptions(this.errorHandler(python, () => client.state === State.Running)),
     );
+    client.registerFeature(announceProtocol);
     client.onNotification(Methods.failuresChanged, (list: FailureList | undefined) => this.show(list));
     return client;
   }
@@ -203,9 +231,24 @@ export class Server implements vscode.Disposable {
       },
       errorHandler,
       middleware: {
-        executeCommand: serverCommands(this.view, (text) => this.log(text)),
+        executeCommand: async (command, args, next) => {
+          // Capture runs in a terminal the user sees, with the command line the server gives.
+          if (command === FileCommands.capture) return this.client && runCapture(this.client, args);
+          return serverCommands(this.view, (text) => this.log(text))(command, args, next);
+        },
         workspace: {
-          configuration: async (params, token, next) => configurationAnswer(await next(params, token), params.items, this.settings()),
+          configuration: async (params, token, next) => {
+            const answer = await next(params, token);
+            const settings = await Promise.all(params.items.map((item) => this.folderSettings(item.scopeUri)));
+            return configurationAnswer(answer, params.items, settings);
+          },
+        },
+        window: {
+          showDocument: async (params, token, next) => {
+            if (!isMarkdownDocument(params.uri)) return next(params, token);
+            await vscode.commands.executeCommand('markdown.showPreview', vscode.Uri.parse(params.uri));
+            return { success: true };
+          },
         },
       },
     };
@@ -244,9 +287,11 @@ export class Server implements vscode.Disposable {
       await client.dispose(2000).catch(() => undefined); // already down
       return;
     }
-    const introduction = describeServer(client.initializeResult);
-    if (introduction.mismatch) this.output.warn(`[client] ${introduction.text}`);
-    else this.log(introduction.text);
+    const versions = handshake(client.initializeResult, this.extensionVersion, python);
+    if (versions.mismatch) {
+      this.output.warn(`[client] ${versions.text}`);
+      void this.problems.mismatch(versions.notification ?? versions.text, versions.fixCommand);
+    } else this.log(versions.text);
     this.problems.running();
     void vscode.commands.executeCommand('setContext', Contexts.serverRunning, true);
     await this.refresh();

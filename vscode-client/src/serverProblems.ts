@@ -54,6 +54,14 @@ export class ServerProblems {
     else if (choice === 'Show Log') this.output.show(true);
   }
 
+  /** The one notification of a version mismatch (per server start). */
+  async mismatch(text: string, fixCommand?: string): Promise<void> {
+    const choice = await vscode.window.showWarningMessage(text, ...(fixCommand ? ['Copy Command'] : []), 'Open Settings', 'Show Log');
+    if (choice === 'Copy Command' && fixCommand) await vscode.env.clipboard.writeText(fixCommand);
+    else if (choice === 'Open Settings') await openPythonSetting();
+    else if (choice === 'Show Log') this.output.show(true);
+  }
+
   noTorch(python: string): void {
     void vscode.window
       .showWarningMessage(

@@ -54,6 +54,8 @@ export function buildSettings(config: ConfigReader, python: string | undefined, 
     const modules = imports.filter((m): m is string => typeof m === 'string' && m.trim() !== '').map((m) => m.trim());
     if (modules.length) settings.imports = modules;
   }
+  const capture = config.get<unknown>('captureCommand');
+  if (typeof capture === 'string' && capture.trim()) settings.captureCommand = capture.trim();
   const auto = config.get<unknown>('autoReproduce');
   settings.autoReproduce = typeof auto === 'boolean' ? auto : DEFAULT_SETTINGS.autoReproduce;
   return settings;
@@ -61,14 +63,15 @@ export function buildSettings(config: ConfigReader, python: string | undefined, 
 
 /**
  * The answer to the server's `workspace/configuration` request: VS Code's answer with the `aoti`
- * section replaced by the Settings the extension sends (resolved interpreter, trust).
+ * section of each item replaced by the Settings the extension sends for that item's scope (its
+ * folder's settings and interpreter, the window's trust).
  */
-export function configurationAnswer<T>(answer: T, items: readonly { section?: string }[], settings: Settings): T | unknown[] {
+export function configurationAnswer<T>(answer: T, items: readonly { section?: string }[], settings: readonly Settings[]): T | unknown[] {
   if (!Array.isArray(answer)) return answer;
   return answer.map((value, i) => {
     const section = items[i]?.section;
-    if (section === SETTINGS_SECTION) return settings;
-    if (!section) return { ...(value ?? {}), [SETTINGS_SECTION]: settings };
+    if (section === SETTINGS_SECTION) return settings[i];
+    if (!section) return { ...(value ?? {}), [SETTINGS_SECTION]: settings[i] };
     return value;
   });
 }

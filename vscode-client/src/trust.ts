@@ -2,7 +2,7 @@
 // The server enforces it (Settings.trusted); the extension says so in the view and before it asks.
 import * as vscode from 'vscode';
 import type { FailuresView } from './failuresView';
-import { SETTINGS_SECTION, ServerCommands, UNTRUSTED_TEXT } from './protocol';
+import { FileCommands, SETTINGS_SECTION, ServerCommands, UNTRUSTED_TEXT } from './protocol';
 
 const MANAGE_TRUST = { title: 'Manage Workspace Trust', command: 'workbench.trust.manage' };
 const NOTICE = {
@@ -12,7 +12,7 @@ const NOTICE = {
   icon: 'shield',
   command: MANAGE_TRUST,
 };
-const RUN_THE_LAUNCHER: readonly string[] = [ServerCommands.minify, ServerCommands.reproduce];
+const RUN_THE_LAUNCHER: readonly string[] = [ServerCommands.minify, ServerCommands.reproduce, FileCommands.capture];
 
 /** What the server must hear when trust is granted: a restart, or only the new settings. */
 export interface TrustFollower {

@@ -18,6 +18,9 @@ export function failure(state: FailureState, extra: Partial<FailureItem> = {}): 
     repro: null,
     graphUri: VIRTUAL_DOCS.graph.replace('{id}', id),
     kernelUri: null,
+    shrinkUri: VIRTUAL_DOCS.shrink.replace('{id}', id),
+    report: null,
+    externalPid: null,
     ...extra,
   };
 }

@@ -4,7 +4,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { ClientCommands, Contexts, VIEW_ID } from '../src/manifest';
-import { FAILURE_STATES, SERVER_COMMAND_IDS, type FailureState } from '../src/protocol';
+import { FAILURE_STATES, FileCommands, SERVER_COMMAND_IDS, type FailureState } from '../src/protocol';
 import { contextValue } from '../src/presentation';
 
 const root = join(__dirname, '..', '..');
@@ -34,7 +34,7 @@ test('workspace trust: limited support, aoti.python restricted', () => {
 
 test('every server and client command is declared with a title, and nothing else', () => {
   const declared = new Map<string, string>(contributes.commands.map((c: { command: string; title: string }) => [c.command, c.title]));
-  const ours = [...SERVER_COMMAND_IDS, ...Object.values(ClientCommands)];
+  const ours = [...SERVER_COMMAND_IDS, ...Object.values(FileCommands), ...Object.values(ClientCommands)];
   for (const id of ours) {
     assert.ok(declared.get(id), `${id} missing from contributes.commands`);
   }
@@ -57,7 +57,7 @@ test('the extension never registers the server commands itself', () => {
 
 test('settings contributed for every Settings key but trusted', () => {
   const props = Object.keys(contributes.configuration.properties).sort();
-  assert.deepEqual(props, ['aoti.autoReproduce', 'aoti.debugDirRoots', 'aoti.devices', 'aoti.imports', 'aoti.keepWarm', 'aoti.python', 'aoti.timeout', 'aoti.workers']);
+  assert.deepEqual(props, ['aoti.autoReproduce', 'aoti.captureCommand', 'aoti.debugDirRoots', 'aoti.devices', 'aoti.imports', 'aoti.keepWarm', 'aoti.python', 'aoti.timeout', 'aoti.workers']);
 });
 
 test("the extension's README lists every setting", () => {
@@ -98,4 +98,13 @@ test('context menu per state', () => {
   assert.ok(menuCommands('minimized', { repro: true }).has('aoti.openRepro'));
   assert.ok(menuCommands('cancelled', { repro: true }).has('aoti.openRepro'));
   assert.ok(menuCommands('reproduced', { kernel: true }).has('aoti.showKernel'));
+  assert.ok(menuCommands('minimized', { repro: true }).has('aoti.report'));
+  assert.ok(!menuCommands('reproduced').has('aoti.report'), 'a report needs a repro');
+});
+
+test('Capture is on a Python file\'s editor context menu, in a trusted workspace only', () => {
+  const [entry] = contributes.menus['editor/context'] as { command: string; when: string }[];
+  assert.equal(entry.command, FileCommands.capture);
+  assert.match(entry.when, /resourceLangId == python/);
+  assert.match(entry.when, /isWorkspaceTrusted/);
 });

@@ -55,9 +55,11 @@ test('expandVars expands ~, ${userHome} and ${workspaceFolder}', () => {
   assert.equal(expandVars('${workspaceFolder}/p', { home: '/h' }), '${workspaceFolder}/p');
 });
 
-test('workspace/configuration: the aoti section is the Settings the extension sends', () => {
-  const settings = { trusted: true, python: '/venv/bin/python' };
-  const answer = configurationAnswer([{ python: '' }, { other: 1 }, { editor: {} }], [{ section: 'aoti' }, { section: 'other' }, {}], settings);
-  assert.deepEqual(answer, [settings, { other: 1 }, { editor: {}, aoti: settings }]);
-  assert.equal(configurationAnswer(null, [{ section: 'aoti' }], settings), null);
+test('workspace/configuration: each item\'s aoti section is the Settings the extension sends for its scope', () => {
+  const window = { trusted: true, python: '/venv/bin/python' };
+  const folder = { trusted: true, python: '/b/.venv/bin/python', workers: 3 };
+  const items = [{ section: 'aoti' }, { section: 'aoti', scopeUri: 'file:///b' }, { section: 'other' }, {}];
+  const answer = configurationAnswer([{ python: '' }, { python: '' }, { other: 1 }, { editor: {} }], items, [window, folder, window, window]);
+  assert.deepEqual(answer, [window, folder, { other: 1 }, { editor: {}, aoti: window }]);
+  assert.equal(configurationAnswer(null, [{ section: 'aoti' }], [window]), null);
 });

@@ -1,0 +1,160 @@
+"""`aoti-minify report`: a PyTorch bug report of a minimized failure, written as report.md beside repro.py.
+
+Laid out like PyTorch's bug-report issue template ("Describe the bug" with a minimal repro, then
+"Versions"): the failure's signature and an excerpt of its error, the minimal graph, the standalone
+repro inline (repro_standalone.py when there is one, else repro.py, which loads repro.pt2 beside
+it), the launcher's config that differs from the defaults, and the environment the template asks
+for. Torch-free: the versions come from `python -m minifier.environment` in a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from .artifacts import read_repro_graph
+from .events import DoneEvent, EventsTail, Failure, last_run, load_failure
+from .launcher import LauncherSpec, read_launcher
+from .layout import DumpLayout
+from .procs import PACKAGE_PARENT, with_this_package
+
+ENVIRONMENT_TIMEOUT = 300.0
+EXCERPT_LINES = 25
+_CHECKPOINT_HEADER = re.compile(r"^# aoti-lens checkpoint: (\d+) of (\d+) graph nodes", re.M)
+
+
+class NothingToReport(ValueError):
+    """There is no repro yet; the message says what to run."""
+
+
+@dataclass(frozen=True)
+class Report:
+    path: str
+    text: str
+
+
+def error_excerpt(details: str, limit: int = EXCERPT_LINES) -> str:
+    """The lines of an error text that say what went wrong: its first line and each compiler `error`
+    line with the two after it (the source line and the caret), else the end of a traceback."""
+    lines = details.strip().splitlines()
+    if not lines:
+        return ""
+    picked: list[int] = [0]
+    for i, line in enumerate(lines):
+        if re.search(r"\berror\b", line, re.I) and not re.search(r"\bwarning\b", line, re.I) and i:
+            picked += [i, i + 1, i + 2]
+    if len(picked) == 1:
+        picked += range(max(1, len(lines) - limit + 1), len(lines))
+    kept = [lines[i] for i in sorted(set(picked)) if i < len(lines)][:limit]
+    return "\n".join(kept)
+
+
+def _fence(text: str, language: str = "") -> str:
+    ticks = "```"
+    while ticks in text:
+        ticks += "`"
+    return f"{ticks}{language}\n{text.rstrip()}\n{ticks}"
+
+
+def _shrink(layout: DumpLayout, repro_text: str) -> DoneEvent | None:
+    done = [e for e in last_run(EventsTail(layout.events_log).read().events) if isinstance(e, DoneEvent)]
+    if done:
+        return done[-1]
+    found = _CHECKPOINT_HEADER.search(repro_text)
+    if found is None:
+        return None
+    return DoneEvent(nodes=int(found[1]), repro=layout.repro_py, queries=0, seconds=0.0, start_nodes=int(found[2]))
+
+
+def environment(spec: LauncherSpec) -> dict[str, Any]:
+    """The versions, from a child process that imports torch; {"error": ...} when it cannot."""
+    assignments = [[a.module, a.attr, repr(a.value)] for a in spec.config]
+    try:
+        proc = subprocess.run([sys.executable, "-m", "minifier.environment"], input=json.dumps(assignments),
+                              capture_output=True, text=True, timeout=ENVIRONMENT_TIMEOUT,
+                              env=with_this_package(os.environ), cwd=PACKAGE_PARENT)  # no workspace module shadows ours
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"error": f"could not collect the environment: {e}"}
+    try:
+        return json.loads(proc.stdout)
+    except ValueError:
+        return {"error": f"could not collect the environment: {proc.stderr.strip()[-500:] or 'no output'}"}
+
+
+def _versions(env: dict[str, Any], failure: Failure | None) -> list[str]:
+    if "error" in env:
+        torch = failure.torch_version if failure else "?"
+        return [f"torch {torch} (from failure.json); {env['error']}", ""]
+    gpus = ", ".join(env["gpus"]) or "none"
+    rows = [("torch", env["torch"]), ("CUDA", env["cuda"] or "none (CPU build)"), ("Triton", env["triton"] or "none"),
+            ("GPU", gpus), ("C++ compiler", env["cxx"]), ("Python", env["python"]), ("platform", env["platform"])]
+    if failure:
+        rows.append(("failed on", failure.device))
+    lines = ["| | |", "| --- | --- |", *[f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows], ""]
+    return lines + ["<details><summary>python -m torch.utils.collect_env</summary>", "", _fence(env["collect_env"]),
+                    "", "</details>", ""]
+
+
+def _config(spec: LauncherSpec, env: dict[str, Any]) -> list[str]:
+    changed = set(env.get("non_default", range(len(spec.config))))
+    lines = [f"{a.module}.{a.attr} = {a.value!r}" for i, a in enumerate(spec.config) if i in changed]
+    lines += [f"os.environ[{k!r}] = {v!r}" for k, v in spec.env.items() if v is not None]
+    if spec.config_patches:
+        lines.append(f"config_patches = {spec.config_patches!r}")
+    if not lines:
+        return ["The launcher sets no config beyond the defaults.", ""]
+    source = "this torch's defaults" if "non_default" in env else "the defaults (not checked: no torch here)"
+    return [f"What the launcher sets that differs from {source}:", "", _fence("\n".join(lines), "python"), ""]
+
+
+def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env: dict[str, Any]) -> str:
+    repro = layout.repro_standalone if os.path.isfile(layout.repro_standalone) else layout.repro_py
+    with open(repro, encoding="utf-8") as f:
+        repro_text = f.read()
+    graph = read_repro_graph(layout.repro_py) or "(repro.py holds no readable graph)"
+    shrink = _shrink(layout, repro_text)
+    signature = failure.signature.describe() if failure else (shrink.signature.describe() if shrink and
+                                                                shrink.signature else "AOTI failure")
+    entry = "torch._inductor.aoti_compile_and_package / aoti_load_package"
+    lines = [f"# AOTI failure: {signature}", "", "### Describe the bug", "",
+             f"`{entry}` fails with `{signature}`."]
+    if shrink:
+        lines[-1] += (f" aoti-lens minimized the exported program from {shrink.start_nodes} to {shrink.nodes} "
+                      f"graph node{'s' if shrink.nodes != 1 else ''}; the repro below fails the same way.")
+    lines.append("")
+    if failure:
+        lines += ["Error:", "", _fence(f"{failure.headline}\n\n{error_excerpt(failure.details)}"), ""]
+        if failure.kernel and failure.kernel.name:
+            ops = ", ".join(failure.kernel.aten_ops) or "?"
+            lines += [f"Failing kernel: `{failure.kernel.name}` (ATen ops: {ops}).", ""]
+    count = f"{shrink.nodes} node{'s' if shrink.nodes != 1 else ''}" if shrink else "? nodes"
+    lines += [f"Minimal graph ({count}):", "", _fence(graph, "python"), ""]
+    name = os.path.basename(repro)
+    note = " (loads `repro.pt2` beside it: attach that file too)" if repro == layout.repro_py else ""
+    lines += [f"Repro, `{name}`{note}: run `python {name}`.", "", _fence(repro_text, "python"), ""]
+    lines += ["Config:", "", *_config(spec, env), "### Versions", "", *_versions(env, failure)]
+    return "\n".join(lines)
+
+
+def write_report(launcher: str, output: str | None = None, versions: bool = True) -> Report:
+    spec = read_launcher(launcher, require_pt2=False)
+    layout = spec.layout()
+    if not (os.path.isfile(layout.repro_py) or os.path.isfile(layout.repro_standalone)):
+        raise NothingToReport(f"{layout.root} has no repro.py yet: run `aoti-minify minify {spec.path}` first")
+    try:
+        failure = load_failure(layout.failure_json)
+    except (OSError, ValueError):
+        failure = None
+    env = environment(spec) if versions else {"error": "not collected (--no-versions)"}
+    text = render(spec, layout, failure, env)
+    path = output or layout.report_md
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, path)
+    return Report(path=path, text=text)
