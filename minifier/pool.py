@@ -4,7 +4,9 @@ Workers are forked by a fork server that has imported torch once (minifier.forks
 replacement costs milliseconds rather than a cold `import torch`. Each worker is its own process
 group (g++ and Triton compiler children included), so a timeout or a cancel kills the whole group.
 A worker that dies (segfault, abort, `os._exit` after a sticky CUDA error) costs one verdict; the
-pool starts a replacement at once and carries on. Torch-free.
+pool starts a replacement at once and carries on. Queries are queued in the foreground (the search's
+rounds) or the background (guesses raced beside them, which live on across rounds until cancelled);
+`schedule` decides which idle worker takes what. Torch-free.
 """
 
 from __future__ import annotations
@@ -233,9 +235,10 @@ class Pool:
                 raise PoolError("internal", f"worker failed on {type(request).__name__}: {detail}")
 
     def submit(self, query: p.QueryRequest, background: bool = False) -> None:
-        """Queue a query. Foreground queries go first; a background one runs only on a worker that no
-        foreground query wants, and a query already queued or running just takes the new priority."""
-        if query.key in self.background or query.key in self.foreground:
+        """Queue a query, foreground (the search) or background (a guess; see `schedule`). A query
+        already queued or running just takes the new priority."""
+        running = any(s.current is not None and s.current.key == query.key for s in self.slots)
+        if running or query.key in self.background or query.key in self.foreground:
             self.prioritize(query.key, background)
             return
         (self.background if background else self.foreground)[query.key] = query
