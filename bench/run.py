@@ -13,14 +13,20 @@ beside it. "floor" is what one compile of the original graph plus one of the fin
 run (from aoti-minify's events); "start-up" is how long its first worker took to import torch and Inductor
 and load the program. Any minifier that starts cold pays start-up + floor at least.
 "warm" is a second aoti-minify on a fresh copy of the same dump, started while the first run's fork server
-(`--keep-warm`) still has torch imported: what the editor's Minify after its background reproduction costs.
+(`--keep-warm`) still has torch imported: what the editor's Minify after its background reproduction costs;
+its final graph is compared with the first run's (the same dump minified twice gives the same repro).
+Unless --no-compare, each workload is also minified with `--no-slice` (the general search alone) and
+`--slices-first` (the guesses awaited before it, the order the race replaced), and an accuracy workload
+gets one `aoti-minify run` (what one reproduction costs). The targets of issue 13 are computed last.
 Nothing here is asserted: it measures.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import math
 import os
 import platform
 import re
@@ -64,8 +70,23 @@ class Measure:
     nodes: int | None
     start_nodes: int | None = None
     floor: float | None = None  # one compile of the original + one of the final graph, as measured in this run
+    original: float | None = None  # the original's compile and run: the sanity check every mode starts with
     start_up: float | None = None  # a worker's start: torch, Inductor and the program loaded (bench/timeline.py)
+    graph: str = ""  # a hash of the final graph's code: the same dump should give the same repro
     note: str = ""
+
+
+@dataclass
+class Row:
+    theirs: Measure
+    ours: Measure
+    warm: Measure | None = None
+    no_slice: Measure | None = None
+    slices_first: Measure | None = None
+    one_run: Measure | None = None  # `aoti-minify run`, for accuracy workloads
+
+    def measures(self) -> list[Measure]:
+        return [m for m in (self.theirs, self.ours, self.warm, self.no_slice, self.slices_first, self.one_run) if m]
 
 
 def main() -> int:
@@ -80,48 +101,79 @@ def main() -> int:
     parser.add_argument("--out", default="", help="JSON-lines results file (default: bench/results-<device>.jsonl)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
+    parser.add_argument("--no-compare", dest="compare", action="store_false",
+                        help="skip the --no-slice and --slices-first runs and the one `run` of accuracy workloads")
+    parser.add_argument("--report", nargs="+", metavar="JSONL", help="print the tables and targets of earlier runs")
     args = parser.parse_args()
+    if args.report:
+        rows = read_rows(args.report)
+        print(f"{table(rows)}\n\n{targets(rows)}")
+        return 0
     chosen = [w for w in SETS[args.workload_set] if (w in WORKLOADS or REAL_WORKLOADS[w].device == args.device)
               and (not args.only or any(s in w for s in args.only.split(",")))]
     scratch = tempfile.mkdtemp(prefix="aoti-bench-")
     out = args.out or os.path.join(ROOT, "bench", f"results-{args.device}.jsonl")
-    rows: list[tuple[Measure, Measure, Measure | None]] = []
+    rows: list[Row] = []
     timelines: list[str] = []
     print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
           f"cores={os.cpu_count()}", flush=True)
     try:
         launchers = dump_all(scratch, chosen, args.device)
         for name in chosen:
-            launcher = launchers[name]
-            skip = args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))
-            theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
-                      else run_pytorch(relocate_dump(launcher, os.path.join(scratch, name, "pytorch")), name,
-                                       args.pytorch_timeout))
-            ours = run_ours(launcher, os.path.join(scratch, name, "ours"), name, args.workers, timelines, args.warm)
-            warm = None
-            if args.warm:
-                warm_dir = os.path.join(scratch, name, "warm")
-                warm = run_ours(launcher, warm_dir, name, args.workers, timelines, True, "aoti-lens-warm")
-                end_fork_servers(warm_dir)  # the next workload's first run must start cold
-            rows.append((theirs, ours, warm))
-            print(row_text(theirs, ours, warm), flush=True)
+            rows.append(measure_workload(name, launchers[name], os.path.join(scratch, name), args, timelines))
+            print(row_text(rows[-1]), flush=True)
     finally:
         with open(out, "w") as f:
-            for row in rows:
-                f.writelines(json.dumps(asdict(m)) + "\n" for m in row if m is not None)
+            f.writelines(json.dumps(asdict(m)) + "\n" for row in rows for m in row.measures())
         with open(os.path.splitext(out)[0] + "-timeline.txt", "w") as f:
             f.write("\n".join(timelines))
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     print()
     print(table(rows))
+    print()
+    print(targets(rows))
     print(f"\nresults: {out}")
     return 0
 
 
+TOOLS = {"pytorch": "theirs", "aoti-lens": "ours", "aoti-lens-warm": "warm", "aoti-lens --no-slice": "no_slice",
+         "aoti-lens --slices-first": "slices_first", "aoti-minify run": "one_run"}
+
+
+def read_rows(paths: list[str]) -> list[Row]:
+    """Rows from results files, in their order; a workload measured again in a later file is replaced."""
+    found: dict[str, dict[str, Measure]] = {}
+    for path in paths:
+        with open(path) as f:
+            measures = [Measure(**json.loads(line)) for line in f if line.strip()]
+        for workload in dict.fromkeys(m.workload for m in measures):
+            found[workload] = {TOOLS[m.tool]: m for m in measures if m.workload == workload}
+    return [Row(**parts) for parts in found.values() if "theirs" in parts and "ours" in parts]
+
+
+def measure_workload(name: str, launcher: str, folder: str, args: argparse.Namespace, timelines: list[str]) -> Row:
+    skip = args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))
+    theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
+              else run_pytorch(relocate_dump(launcher, os.path.join(folder, "pytorch")), name, args.pytorch_timeout))
+    row = Row(theirs, run_ours(launcher, os.path.join(folder, "ours"), name, args.workers, timelines, args.warm))
+    if args.warm:
+        warm_dir = os.path.join(folder, "warm")
+        row.warm = run_ours(launcher, warm_dir, name, args.workers, timelines, True, "aoti-lens-warm")
+        end_fork_servers(warm_dir)  # the next run must start cold
+    if args.compare:
+        row.no_slice = run_ours(launcher, os.path.join(folder, "no-slice"), name, args.workers, timelines, False,
+                                "aoti-lens --no-slice", ("--no-slice",))
+        row.slices_first = run_ours(launcher, os.path.join(folder, "slices-first"), name, args.workers, timelines,
+                                    False, "aoti-lens --slices-first", ("--slices-first",))
+        if _is_accuracy(name):
+            row.one_run = run_once(launcher, os.path.join(folder, "run"), name)
+    return row
+
+
 def dump_all(scratch: str, names: list[str], device: str) -> dict[str, str]:
     """Dumps are not timed, so they are made side by side before the timed runs start."""
-    with ThreadPoolExecutor(max_workers=3) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, min(3, (os.cpu_count() or 1) - 1))) as pool:
         made = {name: pool.submit(dump, os.path.join(scratch, name, "dump"), name, device) for name in names}
     return {name: future.result() for name, future in made.items()}
 
@@ -142,6 +194,12 @@ def dump(out: str, name: str, device: str) -> str:
 def _run_args(name: str) -> tuple[str, ...]:
     """What a real workload's runs need beyond its launcher (--import of its custom ops, --accuracy)."""
     return REAL_WORKLOADS[name].run_args if name in REAL_WORKLOADS else ()
+
+
+def _is_accuracy(name: str) -> bool:
+    if name in REAL_WORKLOADS:
+        return REAL_WORKLOADS[name].failure_class.accuracy
+    return WORKLOADS[name][2] == "accuracy"
 
 
 def _pytorch_command(launcher: str, name: str) -> list[str]:
@@ -180,13 +238,13 @@ def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
 
 
 def run_ours(dump_launcher: str, folder: str, name: str, workers: int, timelines: list[str], keep_warm: bool,
-             tool: str = "aoti-lens") -> Measure:
+             tool: str = "aoti-lens", options: tuple[str, ...] = ()) -> Measure:
     """aoti-minify on its own copy of the dump; with `keep_warm` its fork server waits for the next run
     (this process owns it, so it never outlives the benchmark)."""
     launcher = relocate_dump(dump_launcher, folder)
     started = time.monotonic()
     extra = (["--workers", str(workers)] if workers else []) + (["--keep-warm", "600"] if keep_warm else [])
-    extra += _run_args(name)
+    extra += [*_run_args(name), *options]
     proc = subprocess.run([sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra],
                           capture_output=True, text=True, cwd=ROOT)
     seconds = time.monotonic() - started
@@ -207,7 +265,20 @@ def _measure_ours(proc: subprocess.CompletedProcess, tool: str, name: str, secon
     final = next((e["seconds"] for e in reversed(candidates) if e["nodes"] == done["nodes"] and e["verdict"] == "fails"),
                  None)
     floor = round(original + final, 1) if original is not None and final is not None else None
-    return Measure(tool, name, "ok", round(seconds, 1), done["queries"], done["nodes"], done["start_nodes"], floor)
+    graphs = [e["graph"] for e in events if e["event"] == "checkpoint" and e["nodes"] == done["nodes"]]
+    graph = hashlib.sha1(graphs[-1].encode()).hexdigest()[:12] if graphs else ""
+    return Measure(tool, name, "ok", round(seconds, 1), done["queries"], done["nodes"], done["start_nodes"], floor,
+                   original=original, graph=graph)
+
+
+def run_once(dump_launcher: str, folder: str, name: str) -> Measure:
+    """One `aoti-minify run`: a cold start, one compile and run of the whole graph."""
+    launcher = relocate_dump(dump_launcher, folder)
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "minifier", "run", launcher, "--events", *_run_args(name)],
+                          capture_output=True, text=True, cwd=ROOT)
+    status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
+    return Measure("aoti-minify run", name, status, round(time.monotonic() - started, 1), 1, None)
 
 
 def end_fork_servers(folder: str) -> None:
@@ -220,26 +291,78 @@ def end_fork_servers(folder: str) -> None:
                     pass
 
 
-def row_text(theirs: Measure, ours: Measure, warm: Measure | None) -> str:
-    text = (f"{ours.workload}: pytorch {theirs.status} {theirs.seconds:.0f}s q={theirs.queries} n={theirs.nodes} | "
-            f"aoti-lens {ours.status} {ours.seconds:.0f}s q={ours.queries} n={ours.nodes} (from {ours.start_nodes})")
-    return text + (f" | warm {warm.status} {warm.seconds:.0f}s q={warm.queries} n={warm.nodes}" if warm else "")
+def row_text(row: Row) -> str:
+    theirs, ours = row.theirs, row.ours
+    text = (f"{ours.workload}: pytorch {_time(theirs)} q={theirs.queries} n={theirs.nodes} | "
+            f"aoti-lens {_time(ours)} q={ours.queries} n={ours.nodes} (from {ours.start_nodes})")
+    for label, m in (("warm", row.warm), ("no-slice", row.no_slice), ("slices-first", row.slices_first),
+                     ("run", row.one_run)):
+        if m is not None:
+            text += f" | {label} {_time(m)} q={m.queries} n={m.nodes}"
+    return text
 
 
-def table(rows: list[tuple[Measure, Measure, Measure | None]]) -> str:
-    lines = ["| workload | start nodes | PyTorch time | PyTorch queries | PyTorch final nodes | aoti-lens time | "
-             "aoti-lens queries | aoti-lens final nodes | time ratio | query ratio | aoti-lens time / floor | "
-             "aoti-lens time / (start-up + floor) | warm aoti-lens time, queries, nodes | warm time / its floor |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for theirs, ours, warm in rows:
-        warm_cells = (f"{_time(warm)}, {_v(warm.queries)} q, {_v(warm.nodes)} | {_of(warm.seconds, warm.floor)}"
-                      if warm else "- | -")
-        lines.append(f"| {ours.workload} | {ours.start_nodes} | {_time(theirs)} | {_v(theirs.queries)} | "
-                     f"{_v(theirs.nodes)} | {_time(ours)} | {_v(ours.queries)} | {_v(ours.nodes)} | "
+def table(rows: list[Row]) -> str:
+    lines = ["| workload | start nodes | PyTorch | aoti-lens | time ratio | query ratio | aoti-lens / (start-up + floor) "
+             "| --no-slice | --slices-first | warm aoti-lens | warm / its floor |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for row in rows:
+        theirs, ours = row.theirs, row.ours
+        lines.append(f"| {ours.workload} | {_v(ours.start_nodes)} | {_cell(theirs)} | {_cell(ours)} | "
                      f"{_ratio(theirs.seconds, ours.seconds, theirs)} | {_ratio(theirs.queries, ours.queries, theirs)} | "
-                     f"{_of(ours.seconds, ours.floor)} | {_of(ours.seconds, _sum(ours.start_up, ours.floor))} | "
-                     f"{warm_cells} |")
+                     f"{_of(ours.seconds, _sum(ours.start_up, ours.floor))} | {_cell(row.no_slice)} | "
+                     f"{_cell(row.slices_first)} | {_cell(row.warm)} | "
+                     f"{_of(row.warm.seconds, row.warm.floor) if row.warm else '-'} |")
     return "\n".join(lines)
+
+
+def targets(rows: list[Row]) -> str:
+    """Issue 13's targets, computed from this run's rows."""
+    ok = [r for r in rows if r.ours.status == "ok"]
+    lines = ["## Targets (issue 13)", ""]
+    compared = [(r, min(m.seconds for m in (r.no_slice, r.slices_first))) for r in ok
+                if r.no_slice and r.slices_first and r.no_slice.status == r.slices_first.status == "ok"]
+    met = [r for r, best in compared if r.ours.seconds <= 1.1 * best]
+    lines.append(f"- minify <= 1.1x the better of --slices-first and --no-slice: {len(met)} of {len(compared)}"
+                 + "".join(f"; {r.ours.workload} {r.ours.seconds / best:.2f}x" for r, best in compared
+                           if r not in met))
+    # The modes differ only after the original's verdict; start-up and that first compile vary with the
+    # machine's load from one run to the next, so the same target on what follows them is printed too.
+    after = [(r, [_after_original(m) for m in (r.ours, r.no_slice, r.slices_first)]) for r, _ in compared]
+    after = [(r, ours, min(a, b)) for r, (ours, a, b) in after if None not in (ours, a, b)]
+    lines.append(f"- the same, counting only what follows the original's verdict: "
+                 f"{sum(1 for _, ours, best in after if ours <= 1.1 * best)} of {len(after)}: "
+                 + ", ".join(f"{r.ours.workload} {ours:.1f} s vs {best:.1f} s" for r, ours, best in after))
+    big = [r for r in ok if (r.ours.start_nodes or 0) >= 100 and r.theirs.status != "skipped" and r.theirs.seconds]
+    fast = [r for r in big if r.theirs.seconds >= 5 * r.ours.seconds]
+    lines.append(f"- >= 5x less wall time than PyTorch's minifier (>= 100 nodes): {len(fast)} of {len(big)}: "
+                 + ", ".join(f"{r.ours.workload} {_ratio(r.theirs.seconds, r.ours.seconds, r.theirs)}" for r in big))
+    floors = [(r, _sum(r.ours.start_up, r.ours.floor)) for r in ok]
+    floors = [(r, f) for r, f in floors if f]
+    lines.append(f"- <= 2x (start-up + one compile of the original + one of the final graph): "
+                 f"{sum(1 for r, f in floors if r.ours.seconds <= 2 * f)} of {len(floors)}: "
+                 + ", ".join(f"{r.ours.workload} {r.ours.seconds / f:.1f}x" for r, f in floors))
+    runs = [r for r in ok if r.one_run and r.one_run.status == "ok"]
+    lines.append(f"- accuracy failures <= 2.5x one `aoti-minify run`: {sum(1 for r in runs if r.ours.seconds <= 2.5 * r.one_run.seconds)}"
+                 f" of {len(runs)}: " + ", ".join(f"{r.ours.workload} {r.ours.seconds / r.one_run.seconds:.1f}x"
+                                                  f" of {r.one_run.seconds:.1f} s" for r in runs))
+    twice = [r for r in ok if r.warm and r.warm.status == "ok"]
+    same = [r for r in twice if r.warm.graph == r.ours.graph]
+    lines.append(f"- the same dump minified twice gives the same repro: {len(same)} of {len(twice)}"
+                 + "".join(f"; {r.ours.workload} differs ({r.ours.nodes} vs {r.warm.nodes} nodes)"
+                           for r in twice if r not in same))
+    family = sorted(((r.ours.start_nodes, r.ours.queries, r.ours.workload) for r in ok
+                     if r.ours.workload.startswith("hf-bert") and r.ours.workload.endswith("relu-compile_error")))
+    if len(family) >= 2:
+        lines.append("- queries against log2(n), one family from ~100 to ~2000 nodes: "
+                     + ", ".join(f"n={n}: {q} queries ({q / math.log2(n):.2f} per log2 n)" for n, q, _ in family))
+    return "\n".join(lines)
+
+
+def _after_original(m: Measure) -> float | None:
+    if m.start_up is None or m.original is None:
+        return None
+    return max(0.0, m.seconds - m.start_up - m.original)
 
 
 def _of(seconds: float, floor: float | None) -> str:
@@ -253,7 +376,18 @@ def _sum(a: float | None, b: float | None) -> float | None:
 def _time(m: Measure) -> str:
     if m.status == "skipped":
         return "not run"
+    if m.status.startswith("timeout>"):
+        return f"> {m.status.removeprefix('timeout>').removesuffix('s')} s"
     return f"{m.seconds:.1f} s" + ("" if m.status == "ok" else f" ({m.status})")
+
+
+def _cell(m: Measure | None) -> str:
+    """Time, queries, final nodes."""
+    if m is None:
+        return "-"
+    if m.status == "skipped" or m.queries is None:
+        return _time(m)
+    return f"{_time(m)}, {m.queries} q, {_v(m.nodes)} n"
 
 
 def _ratio(a, b, theirs: Measure) -> str:

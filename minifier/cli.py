@@ -83,7 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
                         help="accepted for PyTorch parity: intermediates always live on disk, memory-mapped")
     minify.add_argument("--save-dir", default=None, help="folder for checkpoints/<N>.py (default: the launcher's)")
     minify.add_argument("--copy-to", default=None, metavar="DIR", help="also copy repro.py and repro.pt2 to DIR")
-    minify.add_argument("--no-slice", dest="slicing", action="store_false", help="skip kernel-origin slicing")
+    slicing = minify.add_mutually_exclusive_group()
+    slicing.add_argument("--no-slice", dest="slicing", action="store_false",
+                         help="no guesses (kernel-origin slices, the accuracy probe): the general search only")
+    slicing.add_argument("--slices-first", action="store_true",
+                         help="wait for the guesses before the general search instead of racing them beside it")
 
     warm = commands.add_parser("warm", help="start the workers' fork server (torch imported) for this launcher and "
                                "leave it for the next run with --keep-warm; the language server does this on discovery")

@@ -212,9 +212,11 @@ def _store(values: dict[str, torch.Tensor], name: str, value: object, node: fx.N
         values[name] = value.detach().to("cpu").clone()
 
 
-def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor]):
+def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor],
+                    outputs: list[str] | None = None):
     """The GraphModule, its inputs and their symbolic dims (dim_specs) for the candidate made of the
-    compute nodes in `kept`."""
+    compute nodes in `kept`; its outputs are `outputs`, by default the kept nodes that no kept node
+    reads (and the extra outputs of rebuilt cond branches)."""
     compute = [n for n in flat.graph.nodes if n.op == "call_function" and n.name in kept]
     if not compute:
         raise ValueError("a candidate needs at least one compute node")
@@ -245,15 +247,17 @@ def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.T
             target, kind, tensor = flat.params[node.name]
             _set_attr(root, target, subgraphs.get(node.name, tensor), kind)
             env[node.name] = graph.get_attr(target)
-    outputs = []
+    branch_outputs = []
     for node in compute:
         if node.name in conds:
             env[node.name], extra = _cond_copy(graph, node, conds[node.name], env)
-            outputs += extra
+            branch_outputs += extra
         else:
             env[node.name] = graph.node_copy(node, lambda a: env[a.name])
-    readers = {a.name for n in compute for a in n.all_input_nodes}
-    graph.output(tuple(env[n.name] for n in compute if n.name not in readers) + tuple(outputs))
+    if outputs is None:
+        readers = {a.name for n in compute for a in n.all_input_nodes}
+        outputs = [n.name for n in compute if n.name not in readers]
+    graph.output(tuple(env[name] for name in outputs) + tuple(branch_outputs))
     gm = fx.GraphModule(root, graph)
     gm.recompile()
     vals = [n.meta.get("val") for n in read if n.name not in flat.params] + [n.meta.get("val") for n in fed]
@@ -327,6 +331,26 @@ def dynamic_shapes(specs: list[dict[int, DimSpec] | None]) -> tuple | None:
 
     shapes = tuple({axis: dim(d) for axis, d in spec.items()} if spec else None for spec in specs)
     return shapes if any(shapes) else None
+
+
+def probe_outputs(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[str]:
+    """The nodes whose compiled values an accuracy probe compares: floating-point tensors the eager run
+    computed, except views and what an in-place op writes to later (their value as an output would
+    not be the value the node had)."""
+    written = {a.name for n in flat.graph.nodes if n.op == "call_function" and _mutates(n) for a in n.all_input_nodes}
+    return [n.name for n in flat.graph.nodes
+            if n.op == "call_function" and n.name in values and values[n.name].is_floating_point()
+            and n.name not in written and not _is_view(n)]
+
+
+def _mutates(node: fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and schema.is_mutable
+
+
+def _is_view(node: fx.Node) -> bool:
+    schema = getattr(node.target, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
 def _input_value(node: fx.Node, flat: FlatProgram, values: dict[str, torch.Tensor]) -> object:

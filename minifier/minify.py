@@ -1,9 +1,12 @@
 """`aoti-minify minify`: shrink a failing exported program to a 1-minimal repro.
 
-Round one tests, concurrently, the whole graph (the sanity check) and the kernel-origin slices;
-delta debugging then shrinks the smallest failing one. Every verdict is cached by the candidate's
-node set, every accepted reduction is written as a checkpoint at once, and the last one becomes
-repro.py, also when the run is cancelled.
+The whole graph is tested first (the sanity check, which also names the failure and its kernel);
+delta debugging (search.py) starts as soon as its verdict is known. Guesses race beside it on the
+workers it leaves free: the failing kernel's source nodes (from Inductor's provenance tracking of
+that first compile, or failure.json of an earlier `run`), and for an accuracy failure the nodes
+around the first intermediate value that diverges (a probe: one compile with every node an output).
+Every verdict is cached by the candidate's node set, every accepted reduction is written as a
+checkpoint at once, and the last one becomes repro.py, also when the run is cancelled.
 """
 
 from __future__ import annotations
@@ -11,21 +14,26 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from . import worker_protocol as p
 from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
 from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
 from .pool import Pool, Result, WorkerLost
-from .provenance import kernel_slices, read_kernel_source, resolve_kernel
+from .provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
 from .rebuild import write_standalone
 from .reporter import Reporter
-from .search import Candidate, Space, make_closure, minimize, smallest_failure_known
+from .search import Candidate, Race, Space, make_closure, minimize
 from .session import Session
 from .signature import KernelRef, Signature
 from .verdicts import classify, result_signature
 from .worker_protocol import GraphInfo
+from .worklog import provenance_in
+
+PROBE_KEY = "probe"
+OUTSIDE_SIGNALS = {"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"}
+MAX_PROBE_LEADS = 3  # slices around the first diverging node, widening
 
 
 class DoesNotFail(RuntimeError):
@@ -54,75 +62,145 @@ class Progress:
 
 
 class PoolOracle:
-    """Tests candidates on the worker pool; no node set is ever compiled twice."""
+    """The search's Tester on the worker pool: no node set is ever compiled twice, and each answer
+    may bring leads (the kernel's source nodes, diverging values) for the race."""
 
     def __init__(self, session: Session, pool: Pool, reporter: Reporter, progress: Progress,
-                 whole: Candidate) -> None:
+                 space: Space, graph: GraphInfo) -> None:
         self.session = session
-        self.whole = whole
+        self.space = space
+        self.whole = space.whole
+        self.graph = graph
         self.pool = pool
         self.reporter = reporter
         self.progress = progress
         self.target: Signature | None = None
         self.results: dict[Candidate, Result] = {}
-        self.verdicts: dict[Candidate, Verdict] = {}
+        self._verdicts: dict[Candidate, Verdict] = {}
+        self.priority: dict[Candidate, bool] = {}  # -> in the background
+        self.by_key: dict[str, Candidate] = {}
         self.retried: set[Candidate] = set()
         self.warned: set[str] = set()
+        self.found: list[Candidate] = []
+        self.kernel_known = False
 
-    def first_failing(self, candidates: Sequence[Candidate]) -> Candidate | None:
-        if not smallest_failure_known(candidates, self.verdicts):
-            self.test([c for c in candidates if c not in self.verdicts],
-                      stop=lambda: smallest_failure_known(candidates, self.verdicts))
-        found = [c for c in candidates if self.verdicts.get(c) == "fails"]
-        return self.accept(min(found, key=len)) if found else None
+    # --- search.Tester -----------------------------------------------------------------------------
 
-    def test(self, candidates: Sequence[Candidate], stop: Callable[[], bool]) -> None:
-        """Run candidates concurrently until `stop()` holds after some verdict; kill the rest."""
-        if not candidates:
-            return
-        by_key = {key_of(c): c for c in candidates}
+    @property
+    def verdicts(self) -> Mapping[Candidate, Verdict]:
+        return self._verdicts
 
-        def on_result(result: Result) -> bool:
-            self.record(by_key[result.query.key], result)
-            return stop()
+    def start(self, candidate: Candidate, background: bool) -> None:
+        self.priority[candidate] = background
+        self.by_key[key_of(candidate)] = candidate
+        self.pool.submit(self.query(candidate), background)
 
-        self.pool.evaluate([self.query(c) for c in candidates], on_result)
+    def stop(self, candidate: Candidate) -> None:
+        self.pool.cancel(key_of(candidate))
+
+    def wait(self) -> None:
+        for result in self.pool.wait():
+            self.answer(result)
         self.progress.queries = self.pool.started
         self.reporter.warn_new(self.pool.warnings, self.warned)
-        retry = [c for c in candidates if self.crashed_unexpectedly(c) and c not in self.retried]
-        if retry and not stop():
-            self.retried.update(retry)
-            self.test(retry, stop)
 
-    def crashed_unexpectedly(self, candidate: Candidate) -> bool:
-        """A worker killed from outside (OOM killer, a user's kill) must not cost the search a
-        reduction: a crash is retried once unless crashing is the failure being minified."""
-        result = self.results.get(candidate)
-        return result is not None and result.kind == "crash" and (self.target is None or self.target.kind != "crash")
+    def leads(self) -> list[Candidate]:
+        found, self.found = self.found, []
+        return found
+
+    # --- answers -----------------------------------------------------------------------------------
+
+    def answer(self, result: Result) -> None:
+        if result.query.key == PROBE_KEY:
+            self.found += self.localized(result)
+            return
+        candidate = self.by_key[result.query.key]
+        if self.crashed_unexpectedly(result) and candidate not in self.retried:
+            # A worker killed from outside (OOM killer, a user's kill) must not cost the search a reduction.
+            self.report(candidate, result, "crash")
+            self.retried.add(candidate)
+            self.pool.submit(self.query(candidate), self.priority.get(candidate, False))
+            return
+        self.record(candidate, result)
+        if candidate == self.whole and not self.kernel_known:
+            _, analysis = result_signature(result)
+            provenance = provenance_in(result.log)
+            kernel = failing_kernel(analysis.kernel if analysis else None, result.log, provenance)
+            self.found += self.kernel_leads(kernel, provenance)
+
+    def crashed_unexpectedly(self, result: Result) -> bool:
+        """A worker killed from outside (the OOM killer, a user's kill) is retried once, unless crashing
+        is the failure being minified; a signal the program raises itself (SIGSEGV, SIGABRT) is a verdict."""
+        if result.kind != "crash" or result.signal not in OUTSIDE_SIGNALS:
+            return False
+        return self.target is None or self.target.kind != "crash"
 
     def record(self, candidate: Candidate, result: Result) -> None:
-        self.progress.queries = self.pool.started
         self.results[candidate] = result
-        verdict = self.verdicts[candidate] = self.verdict(result)
+        verdict = self._verdicts[candidate] = self.verdict(result)
+        self.report(candidate, result, verdict)
+        if verdict == "export_error" and not self.session.options.skip_export_error:
+            raise ExportFailed(f"a candidate of {len(candidate)} nodes cannot be exported: {_detail(result)}")
+
+    def report(self, candidate: Candidate, result: Result, verdict: Verdict) -> None:
         detail = _detail(result)
         self.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=round(result.seconds, 2),
-                                          detail=detail, queries=self.progress.queries))
+                                          detail=detail, queries=self.pool.started))
         self.reporter.say(f"{self.progress.line()} | candidate of {len(candidate)} nodes: {verdict}"
+                          + (" (a guess)" if self.priority.get(candidate) else "")
                           + (f" ({detail[:120]})" if detail and verdict != "fails" else ""))
-        if verdict == "export_error" and not self.session.options.skip_export_error:
-            raise ExportFailed(f"a candidate of {len(candidate)} nodes cannot be exported: {detail}")
 
     def verdict(self, result: Result) -> Verdict:
         return classify(result, self.target, self.session.check_str)
 
     def reclassify(self) -> None:
-        self.verdicts = {c: self.verdict(r) for c, r in self.results.items()}
+        self._verdicts = {c: self.verdict(r) for c, r in self.results.items()}
+
+    # --- leads -------------------------------------------------------------------------------------
+
+    def kernel_leads(self, kernel: KernelRef | None, provenance: Mapping[str, list[str]]) -> list[Candidate]:
+        """Slices around the failing kernel's origin, best evidence first."""
+        if not self.session.options.slicing or kernel is None:
+            return []
+        self.kernel_known = True
+        kernel = resolve_kernel(kernel, self.graph, read_kernel_source(kernel), provenance=provenance)
+        how = "named by Inductor" if kernel.exact else "guessed from its ops"
+        self.reporter.say(f"kernel {kernel.name}: source nodes {', '.join(kernel.source_nodes[:8])} ({how})")
+        slices = [self.space.closure(s) for s in kernel_slices(kernel, self.graph)]
+        return list(dict.fromkeys(s for s in slices if s != self.whole))
+
+    def probe(self) -> None:
+        """Start the accuracy probe in the background (see worker.Worker.probe)."""
+        if self.session.options.slicing:
+            self.pool.submit(p.QueryRequest(key=PROBE_KEY, probe=True, values_path=self.session.layout.values),
+                             background=True)
+
+    def localized(self, result: Result) -> list[Candidate]:
+        """The first node whose compiled value diverges, alone, then with its producers: the slices
+        where an accuracy failure starts. Nothing when the probe is inconclusive."""
+        diverged = result.outcome.diverged if result.outcome else []
+        if not diverged:
+            why = _detail(result) or "no intermediate value diverges"
+            self.reporter.say(f"accuracy probe inconclusive ({why[:120]}); the search goes on")
+            return []
+        first = diverged[0]
+        self.reporter.say(f"accuracy probe: {len(diverged)} values diverge, the first at {first}")
+        args = {n.name: n.args for n in self.graph.nodes if n.kind == "compute"}
+        rings = [{first}]
+        for _ in range(MAX_PROBE_LEADS - 1):
+            rings.append(rings[-1] | {a for n in rings[-1] for a in args.get(n, ()) if a in args})
+        slices = [self.space.closure(r) for r in rings]
+        return list(dict.fromkeys(s for s in slices if s != self.whole))
+
+    # --- candidates and checkpoints ----------------------------------------------------------------
 
     def query(self, candidate: Candidate) -> p.QueryRequest:
         key = key_of(candidate)
         save_pt2 = os.path.join(self.session.layout.candidates, f"{key}.pt2")
         if candidate == self.whole:  # the loaded program itself: no values, no re-export on the critical path
-            return p.QueryRequest(key=key, original=True, save_pt2=save_pt2)
+            # provenance names the failing kernel's nodes; an accuracy failure names no kernel
+            provenance = self.session.options.slicing and not self.session.accuracy
+            return p.QueryRequest(key=key, original=True, save_pt2=save_pt2, provenance=provenance)
         return p.QueryRequest(key=key, kept=sorted(candidate), values_path=self.session.layout.values,
                               save_pt2=save_pt2)
 
@@ -134,19 +212,38 @@ class PoolOracle:
         return candidate
 
     def write_checkpoint(self, candidate: Candidate) -> bool:
-        outcome = self.results[candidate].outcome if candidate in self.results else None
-        if outcome is None or not outcome.pt2:
+        saved = _saved_program(self.results[candidate]) if candidate in self.results else None
+        if saved is None:
             self.reporter.log(f"no saved program for the {len(candidate)}-node graph; checkpoint skipped", "warning")
             return False
+        pt2, code = saved
         header = [f"aoti-lens checkpoint: {len(candidate)} of {self.progress.start_nodes} graph nodes",
                   f"reproduces: {self.target.describe() if self.target else 'the original failure'}"]
         path = write_checkpoint(self.session.layout, self.session.spec, self.session.accuracy, len(candidate),
-                                outcome.pt2, outcome.code, header, self.session.options.imports)
+                                pt2, code, header, self.session.options.imports)
         self.progress.checkpoint, self.progress.checkpoint_nodes = path, len(candidate)
-        self.reporter.emit(CheckpointEvent(nodes=len(candidate), path=path, graph=outcome.code,
+        self.reporter.emit(CheckpointEvent(nodes=len(candidate), path=path, graph=code,
                                            queries=self.progress.queries, seconds=self.progress.seconds))
         self.reporter.say(f"{self.progress.line()} | checkpoint {path}")
         return True
+
+
+class Checkpointing:
+    """The search's Oracle: the race's rounds, each smaller failing graph a checkpoint at once, each
+    candidate known already reported as a cached verdict."""
+
+    def __init__(self, race: Race, oracle: PoolOracle) -> None:
+        self.race = race
+        self.oracle = oracle
+
+    def first_failing(self, candidates: Sequence[Candidate], current: Candidate) -> Candidate | None:
+        for candidate in candidates:
+            verdict = self.oracle.verdicts.get(candidate)
+            if verdict is not None:
+                self.oracle.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=0.0,
+                                                         cached=True, queries=self.oracle.progress.queries))
+        hit = self.race.first_failing(candidates, current)
+        return self.oracle.accept(hit) if hit is not None else None
 
 
 def key_of(candidate: Candidate) -> str:
@@ -164,10 +261,16 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         progress = Progress(start_nodes=len(order), nodes=len(order))
         args = {n.name: n.args for n in graph.nodes if n.kind == "compute"}
         space = Space(order=order, closure=make_closure(args, set(values)))
-        oracle = PoolOracle(session, pool, reporter, progress, whole=space.whole)
+        oracle = PoolOracle(session, pool, reporter, progress, space, graph)
+        race = Race(oracle)
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
-        current = first_round(session, oracle, space, graph, reporter)
-        final = minimize(space, current, oracle, max_granularity=options.max_granularity)
+        current = first_round(session, oracle, race, graph, reporter)
+        if options.slices_first:
+            current = oracle.accept(race.settle_guesses(current))
+        final = minimize(space, current, Checkpointing(race, oracle), max_granularity=options.max_granularity)
+        race.close()
+        if race.implied:
+            reporter.say(f"{race.implied} candidates not compiled: each is part of a graph that passed")
         return finish(session, oracle, final, reporter)
     except KeyboardInterrupt:
         cancel(session, progress, reporter)
@@ -192,38 +295,27 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> list[str]
     return values.stored
 
 
-def first_round(session: Session, oracle: PoolOracle, space: Space, graph: GraphInfo, reporter: Reporter) -> Candidate:
-    """The sanity check and the kernel-origin slices, tested concurrently.
-
-    The round ends as soon as the whole graph's failure is known and a slice fails the same way with
-    no smaller slice left untested; larger slices still compiling then are cancelled."""
-    full = space.whole
+def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphInfo, reporter: Reporter) -> Candidate:
+    """The whole graph's verdict, with the guesses known before it (an earlier `run`'s kernel, the
+    accuracy probe) already racing; a guess that failed meanwhile becomes the start."""
+    full = oracle.whole
     saved = session.saved_failure()
     oracle.target = saved.signature if saved else None
-    slices = _slices(session, graph, space, saved.kernel if saved else None)
-    sanity_needed = not session.options.skip_sanity
-
-    def settled() -> bool:
-        if sanity_needed:
-            if full not in oracle.results or (oracle.crashed_unexpectedly(full) and full not in oracle.retried):
-                return False
-            oracle.target = sanity(session, oracle, full)
-            oracle.reclassify()
-        return smallest_failure_known(slices, oracle.verdicts)
-
-    oracle.test([full, *slices] if sanity_needed else slices, stop=settled)
-    if sanity_needed and full not in oracle.results:
-        raise DoesNotFail("the whole graph got no verdict")
-    settled()
+    if not session.options.skip_sanity:
+        race.start(full)
+    if saved is not None and saved.kernel is not None:
+        race.race(oracle.kernel_leads(saved.kernel, {}))
+    if session.accuracy:
+        oracle.probe()
+    if not session.options.skip_sanity:
+        race.verdict(full)
+        oracle.target = sanity(session, oracle, full)
+        oracle.reclassify()
     reporter.emit(StartEvent(nodes=len(full), signature=oracle.target or Signature("Any", "any failure"),
                              graph=graph.code, workers=session.options.workers))
     reporter.say(f"target: {oracle.target.describe() if oracle.target else 'any failure'}")
-    if not slices and full in oracle.results:
-        _, analysis = result_signature(oracle.results[full])
-        slices = _slices(session, graph, space, analysis.kernel if analysis else None)
-        oracle.first_failing(slices)
-    failing = [c for c, v in oracle.verdicts.items() if v == "fails"]
-    return oracle.accept(min(failing, key=len)) if failing else full
+    won = race.winner(full)
+    return oracle.accept(won) if won is not None else full
 
 
 def sanity(session: Session, oracle: PoolOracle, full: Candidate) -> Signature:
@@ -238,13 +330,20 @@ def sanity(session: Session, oracle: PoolOracle, full: Candidate) -> Signature:
     return signature
 
 
-def _slices(session: Session, graph: GraphInfo, space: Space, kernel: KernelRef | None) -> list[Candidate]:
-    if not session.options.slicing or kernel is None:
-        return []
-    kernel = resolve_kernel(kernel, graph, read_kernel_source(kernel))
-    whole = space.whole
-    slices = [space.closure(s) for s in kernel_slices(kernel, graph)]
-    return list(dict.fromkeys(s for s in slices if s != whole))
+def _saved_program(result: Result) -> tuple[str, str] | None:
+    """The failing candidate's program and code, as its worker saved them before compiling; a worker
+    that died running it left them beside its saved program."""
+    outcome = result.outcome
+    if outcome is not None:
+        return (outcome.pt2, outcome.code) if outcome.pt2 else None
+    pt2 = result.query.save_pt2
+    if not pt2 or not os.path.exists(pt2):
+        return None
+    try:
+        with open(p.code_beside(pt2), encoding="utf-8") as f:
+            return pt2, f.read()
+    except OSError:
+        return pt2, ""
 
 
 def _detail(result: Result) -> str:

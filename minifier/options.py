@@ -23,5 +23,6 @@ class Options:
     offload_to_disk: bool = False
     copy_to: str | None = None
     slicing: bool = True
+    slices_first: bool = False  # wait for the guesses before the search (what racing them replaced)
     imports: list[str] = field(default_factory=list)
     keep_warm: float = 0.0

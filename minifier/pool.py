@@ -4,7 +4,9 @@ Workers are forked by a fork server that has imported torch once (minifier.forks
 replacement costs milliseconds rather than a cold `import torch`. Each worker is its own process
 group (g++ and Triton compiler children included), so a timeout or a cancel kills the whole group.
 A worker that dies (segfault, abort, `os._exit` after a sticky CUDA error) costs one verdict; the
-pool starts a replacement at once and carries on. Torch-free.
+pool starts a replacement at once and carries on. Queries are queued in the foreground (the search's
+rounds) or the background (guesses raced beside them, which live on across rounds until cancelled);
+`schedule` decides which idle worker takes what. Torch-free.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import selectors
 import signal
 import sys
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -63,6 +64,50 @@ class Result:
     outcome: p.Outcome | None = None
     detail: str = ""
     signal: str = ""
+    log: str = ""  # what the worker printed during a query that asked for provenance (its launch trace)
+
+
+@dataclass(frozen=True)
+class SlotView:
+    """What scheduling needs to know of a worker."""
+
+    state: Literal["starting", "idle", "busy", "dead"]
+    running: Literal["foreground", "background"] | None
+    since: float
+    warm: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    starts: list[tuple[int, Literal["foreground", "background", "warm"]]]
+    preempt: int | None = None  # a worker whose background query goes back to the queue
+
+
+def schedule(slots: list[SlotView], foreground: int, background: int) -> Plan:
+    """Idle workers take foreground queries first, but one worker stays with background queries while
+    there are any (guesses are cheap and often right; a round's second candidate can wait one small
+    compile). A foreground query left with no worker at all takes the youngest guess's worker."""
+    guessing = len(slots) > 1 and (background > 0 or any(s.running == "background" for s in slots))
+    in_front = sum(1 for s in slots if s.running == "foreground")
+    starts: list[tuple[int, Literal["foreground", "background", "warm"]]] = []
+    for index, slot in enumerate(slots):
+        if slot.state != "idle":
+            continue
+        if foreground and in_front < len(slots) - guessing:
+            starts.append((index, "foreground"))
+            foreground, in_front = foreground - 1, in_front + 1
+        elif background:
+            starts.append((index, "background"))
+            background -= 1
+        elif not slot.warm:
+            starts.append((index, "warm"))
+    busy = {index for index, _ in starts}
+    waiting = foreground and in_front == 0
+    if waiting and not any(s.state in ("idle", "starting") and i not in busy for i, s in enumerate(slots)):
+        guesses = [i for i, s in enumerate(slots) if s.running == "background"]
+        if guesses:
+            return Plan(starts, preempt=max(guesses, key=lambda i: slots[i].since))
+    return Plan(starts)
 
 
 class _Slot:
@@ -91,6 +136,8 @@ class _Slot:
         self.ready = False
         self.state: Literal["starting", "idle", "busy", "dead"] = "starting"
         self.current: p.QueryRequest | None = None
+        self.log_start = 0  # where the current query's part of the log begins
+        self.background = False  # the current query is a guess, raced beside the search
         self.warm = False  # has compiled, or been warmed up, since it started
         self.sent_at = time.monotonic()
         self.deadline = self.sent_at + config.start_timeout
@@ -134,6 +181,10 @@ class _Slot:
         code = self.proc.wait()
         return f"worker {exit_text(code)}{_crash_hint(tail, code)}; last log lines:\n{tail}"
 
+    def query_log(self) -> str:
+        query = self.current
+        return worklog.since(self.log_path, self.log_start) if query is not None and query.provenance else ""
+
     def signal_name(self) -> str:
         code = self.proc.wait()
         return signal_name(-code) if code < 0 else f"EXIT{code}"
@@ -149,6 +200,8 @@ class Pool:
         self.started = 0
         self.warnings: list[str] = []
         self.torch_version = ""
+        self.foreground: dict[str, p.QueryRequest] = {}  # queued, in order
+        self.background: dict[str, p.QueryRequest] = {}
         self.forks = fork_server(config)
         for i in range(config.size):
             self._spawn(i)
@@ -194,38 +247,92 @@ class Pool:
                 self._replace(slot)
                 raise WorkerLost(f"worker failed on {type(request).__name__}: {detail}")
 
-    def evaluate(self, queries: list[p.QueryRequest], on_result: Callable[[Result], bool]) -> list[Result]:
-        """Run queries concurrently; when `on_result` returns True, kill the rest and return."""
-        pending = deque(queries)
-        results: list[Result] = []
-        while pending or any(s.current is not None for s in self.slots):
-            for slot in self.slots:
-                if slot.state == "idle" and pending:
-                    query = pending.popleft()
-                    slot.current, slot.state, slot.sent_at = query, "busy", time.monotonic()
-                    slot.deadline = slot.sent_at + self.config.timeout
-                    slot.send(query)
-                    slot.warm = True
-                    self.started += 1
-                elif slot.state == "idle" and not slot.warm:
-                    self._warm(slot)
+    def submit(self, query: p.QueryRequest, background: bool = False) -> None:
+        """Queue a query, foreground (the search) or background (a guess; see `schedule`). A query
+        already queued or running just takes the new priority."""
+        running = any(s.current is not None and s.current.key == query.key for s in self.slots)
+        if running or query.key in self.background or query.key in self.foreground:
+            self.prioritize(query.key, background)
+            return
+        (self.background if background else self.foreground)[query.key] = query
+        self._dispatch()
+
+    def prioritize(self, key: str, background: bool) -> None:
+        source, target = (self.foreground, self.background) if background else (self.background, self.foreground)
+        if key in source:
+            target[key] = source.pop(key)
+        for slot in self.slots:
+            if slot.current is not None and slot.current.key == key:
+                slot.background = background
+
+    def cancel(self, key: str) -> None:
+        """Forget a queued query, or kill (and replace) the worker running it."""
+        self.foreground.pop(key, None)
+        self.background.pop(key, None)
+        for slot in self.slots:
+            if slot.current is not None and slot.current.key == key:
+                slot.current = None
+                self._replace(slot)
+
+    def in_flight(self) -> bool:
+        return bool(self.foreground or self.background) or any(s.current is not None for s in self.slots)
+
+    def wait(self) -> list[Result]:
+        """Block until some queries have results (none when nothing is queued or running)."""
+        while self.in_flight():
+            self._dispatch()
             new: list[Result] = []
             for slot, reply in self._poll():
                 if isinstance(reply, p.Outcome) and slot.current is not None:
-                    new.append(Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply))
+                    new.append(Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply,
+                                      log=slot.query_log()))
                     slot.current, slot.state = None, "idle"
                     if reply.poisoned:
                         self._replace(slot)
             for slot in list(self.slots):
                 new.extend(self._reap(slot))
+            if new:  # dispatched at the next call, once the caller has stopped what no longer matters
+                return new
+        return []
+
+    def evaluate(self, queries: list[p.QueryRequest], on_result: Callable[[Result], bool]) -> list[Result]:
+        """Run queries concurrently; when `on_result` returns True, cancel the rest and return."""
+        for query in queries:
+            self.submit(query)
+        results: list[Result] = []
+        while self.in_flight():
+            new = self.wait()
             results.extend(new)
             if any([on_result(r) for r in new]):  # a list: every result is recorded before deciding
-                for slot in self.slots:
-                    if slot.current is not None:
-                        slot.current = None
-                        self._replace(slot)
+                for query in queries:
+                    self.cancel(query.key)
                 break
         return results
+
+    def _dispatch(self) -> None:
+        views = [SlotView(s.state, None if s.current is None else "background" if s.background else "foreground",
+                          s.sent_at, s.warm) for s in self.slots]
+        plan = schedule(views, len(self.foreground), len(self.background))
+        for index, task in plan.starts:
+            slot = self.slots[index]
+            if task == "warm":
+                self._warm(slot)
+            else:
+                queue = self.foreground if task == "foreground" else self.background
+                self._send_query(slot, queue.pop(next(iter(queue))), background=task == "background")
+        if plan.preempt is not None:
+            slot = self.slots[plan.preempt]
+            self.background = {slot.current.key: slot.current, **self.background}
+            slot.current = None
+            self._replace(slot)
+
+    def _send_query(self, slot: _Slot, query: p.QueryRequest, background: bool) -> None:
+        slot.current, slot.background, slot.state, slot.sent_at = query, background, "busy", time.monotonic()
+        slot.log_start = worklog.size(slot.log_path)
+        slot.deadline = slot.sent_at + self.config.timeout
+        slot.send(query)
+        slot.warm = True
+        self.started += 1
 
     def _warm(self, slot: _Slot) -> None:
         """A worker with nothing to do meanwhile gets its first-compile set-up over with, so that the
@@ -244,13 +351,14 @@ class Pool:
         kind = "crash" if slot.state == "dead" else "timeout"
         detail = slot.death() if kind == "crash" else f"no verdict within {self.config.timeout:.0f} s"
         signal_name = slot.signal_name() if kind == "crash" else ""
+        log = slot.query_log()
         slot.current = None
         self._replace(slot)
         if not slot.ready:
             self._count_start_failure(detail)
         if query is None:
             return []
-        return [Result(query, kind, now - slot.sent_at, detail=detail, signal=signal_name)]
+        return [Result(query, kind, now - slot.sent_at, detail=detail, signal=signal_name, log=log)]
 
     def _count_start_failure(self, detail: str) -> None:
         self.start_failures += 1

@@ -1,9 +1,13 @@
 """From a failing generated kernel back to the graph nodes and the user's model lines.
 
-Inductor names kernels after the ATen ops they fuse (`cpp_fused_add_relu_3`) and, for Triton,
-writes `# Topologically Sorted Source Nodes: [add, relu]` above each kernel in the wrapper code.
-The exact node names win when present; otherwise the kernel's op names select the graph nodes of
-those ops, and the connected groups of them that cover every op are the kernel's likely origin.
+Exact evidence first: Inductor's provenance tracking, turned on in the worker that compiles the
+original (kernel name -> the graph nodes it came from, for C++ and Triton kernels alike), and the
+`# Topologically Sorted Source Nodes: [add, relu]` comment Triton wrappers write above each kernel.
+An error that names no kernel (a run that raises in an extern call, or dies inside a kernel) is
+placed by AOTI's launch trace of that run: the wrapper line of a failed API call, or the kernel
+launch that began and never ended.
+Only without either do the op names in the kernel's name (`cpp_fused_add_relu_3`) select graph
+nodes, and the connected groups of them that cover every op are its likely origin: a guess.
 
 Torch-free (driver, worker and server use it).
 """
@@ -13,12 +17,15 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter, deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from .signature import KernelRef, kernel_ops
 from .worker_protocol import GraphInfo
 
+_LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<name>.+?) \]\s*$", re.M)
+_API_FAILED = re.compile(r"API call failed at (?P<file>/\S+?\.cpp), line (?P<line>\d+)")
+_HANDLE = re.compile(r"\[Provenance debug handles\] (?P<key>\S+)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)', re.M)
 _SOURCE_NODES = re.compile(r"Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
 _DEF = re.compile(r"^def (?P<name>triton_\w+)\(", re.M)
@@ -56,42 +63,117 @@ _DECOMPOSED_FROM = {
 MAX_ANCHORS = 4
 
 
-def resolve_kernel(kernel: KernelRef, graph: GraphInfo, source: str | None, extra_texts: Iterable[str] = ()) -> KernelRef:
+# Ops whose compile (autotuning, template kernels) can cost more than the rest of a small graph.
+EXPENSIVE_OPS = {"convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                 "conv_transpose3d", "mm", "bmm", "addmm", "baddbmm", "matmul", "linear",
+                 "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+                 "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
+
+
+def failing_kernel(named: KernelRef | None, log: str, provenance: Mapping[str, list[str]]) -> KernelRef | None:
+    """The kernel a failure happened in: the one its error names, else the one the original's run
+    failed in (from its log: the launch trace and the provenance of its compile)."""
+    if named is not None:
+        return named
+    key = failing_launch(log, provenance)
+    if key is None:
+        return None
+    return KernelRef(name=key.rpartition(":")[0], source_nodes=list(provenance[key]), exact=True)
+
+
+def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:
+    """The provenance key (`name:handle`) of the kernel a compiled program's run failed in: the one
+    above the wrapper line that a failed AOTI API call names, else the launch that began and never
+    ended (a kernel's n-th launch is its n-th debug handle: the wrapper runs them in that order)."""
+    failed = list(_API_FAILED.finditer(log))
+    if failed:
+        key = _handle_above(failed[-1].group("file"), int(failed[-1].group("line")))
+        if key in provenance:
+            return key
+    launches = list(_LAUNCH.finditer(log))
+    if not launches or launches[-1].group("when") != "before":
+        return None
+    name = launches[-1].group("name")
+    nth = sum(1 for m in launches if m.group("when") == "before" and m.group("name") == name)
+    keys = sorted((k for k in provenance if k.rpartition(":")[0] == name), key=_handle_number)
+    return keys[nth - 1] if nth <= len(keys) else None
+
+
+def _handle_above(wrapper: str, line: int) -> str | None:
+    try:
+        with open(wrapper, encoding="utf-8", errors="replace") as f:
+            above = [next(f, "") for _ in range(line)]
+    except OSError:
+        return None
+    keys = [m.group("key") for text in above for m in _HANDLE.finditer(text)]
+    return keys[-1] if keys else None
+
+
+def _handle_number(key: str) -> int:
+    number = key.rpartition(":")[2]
+    return int(number) if number.isdigit() else 0
+
+
+def resolve_kernel(kernel: KernelRef, graph: GraphInfo, source: str | None, extra_texts: Iterable[str] = (),
+                   provenance: Mapping[str, list[str]] | None = None) -> KernelRef:
     """Fill in the kernel's name, ATen ops and source nodes from its file and the graph.
 
-    Source nodes are exact when generated code names them (Triton wrappers do); otherwise they are
-    the smallest connected group of graph nodes that uses every op of the kernel's name.
+    Source nodes are exact when Inductor names them (`provenance`: kernel name -> graph nodes, from
+    its provenance tracking; or a wrapper's comment); otherwise they are the smallest connected
+    group of graph nodes that uses every op of the kernel's name.
     """
     name = kernel.name or _name_at_line(source, kernel.line)
     graph_ops = {n.op for n in graph.nodes if n.kind == "compute"}
     ops = kernel_ops(name, graph_ops | set(_DECOMPOSED_FROM)) if name else list(kernel.aten_ops)
-    nodes = list(kernel.source_nodes) or _named_source_nodes(name, [source or "", *extra_texts], graph)
-    if not nodes:
-        covers = [c for _, c in _anchored_covers(ops, graph)]
-        nodes = sorted(min(covers, key=len), key=_order(graph)) if covers else []
+    if kernel.source_nodes:
+        compute = set(graph.compute_nodes())
+        nodes = sorted((n for n in kernel.source_nodes if n in compute), key=_order(graph))
+        return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes)
+    nodes = _tracked_source_nodes(name, provenance or {}, graph) or _named_source_nodes(
+        name, [source or "", *extra_texts], graph)
+    if nodes:
+        return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes, exact=True)
+    covers = [c for _, c in _anchored_covers(ops, graph)]
+    nodes = sorted(min(covers, key=len), key=_order(graph)) if covers else []
     return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes)
 
 
 def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[str]]:
-    """Small subgraphs likely to hold the failing kernel's origin, smallest first: single nodes of
-    the kernel's rarest ops (the most specific evidence) first, then the kernel's whole group."""
+    """Small subgraphs likely to hold the failing kernel's origin, best first: single nodes of the
+    kernel's rarest ops (the most specific evidence), then the kernel's whole group.
+
+    With exact source nodes only those are tried. Op-name guesses come last and never cost an
+    expensive compile (a convolution, a matmul) when a cheaper guess exists."""
     if kernel is None:
         return []
     compute = set(graph.compute_nodes())
-    groups: list[frozenset[str]] = []
-    singles: list[str] = []
-    exact = frozenset(kernel.source_nodes) & compute
+    exact = frozenset(kernel.source_nodes) & compute if kernel.exact else frozenset()
     if exact:
-        groups.append(exact)
-        singles += exact
-    for anchor, cover in _anchored_covers(kernel.aten_ops, graph):
-        groups.append(cover)
-        singles.append(anchor)
+        groups, singles = [exact], list(exact)
+    else:
+        covers = _anchored_covers(kernel.aten_ops, graph)
+        groups, singles = [c for _, c in covers], [a for a, _ in covers]
     rarity = Counter(n.op for n in graph.nodes if n.kind == "compute")
     by_name, order = graph.by_name(), _order(graph)
     singles = sorted(set(singles), key=lambda s: (rarity[by_name[s].op], order(s)))[:MAX_ANCHORS]
     slices = [frozenset({s}) for s in singles] + sorted(groups, key=len)
-    return list(dict.fromkeys(s for s in slices if s))
+    slices = list(dict.fromkeys(s for s in slices if s))
+    if not exact:
+        cheap = [s for s in slices if not expensive(s, graph)]
+        slices = cheap or slices
+    return slices
+
+
+def expensive(nodes: Iterable[str], graph: GraphInfo) -> bool:
+    by_name = graph.by_name()
+    return any(by_name[n].op in EXPENSIVE_OPS for n in nodes if n in by_name)
+
+
+def _tracked_source_nodes(name: str | None, provenance: Mapping[str, list[str]], graph: GraphInfo) -> list[str]:
+    """The graph nodes of kernel `name` (a generated kernel's name is unique; its key adds a debug handle)."""
+    compute = set(graph.compute_nodes())
+    found = {n for key, nodes in provenance.items() if name and key.rpartition(":")[0] == name for n in nodes}
+    return sorted(found & compute, key=_order(graph))
 
 
 def _graph_ops(kernel_ops: list[str], graph: GraphInfo) -> set[str]:

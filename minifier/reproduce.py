@@ -8,11 +8,12 @@ from . import worker_protocol as p
 from .artifacts import write_failure
 from .events import Failure, FailureEvent
 from .pool import Result
-from .provenance import model_lines, read_kernel_source, resolve_kernel
+from .provenance import failing_kernel, model_lines, read_kernel_source, resolve_kernel
 from .reporter import Reporter
 from .session import Session
 from .verdicts import classify, result_signature
 from .worker_protocol import GraphInfo
+from .worklog import provenance_in
 
 ORIGINAL_KEY = "original"
 
@@ -25,7 +26,8 @@ def reproduce(session: Session, reporter: Reporter) -> Failure | None:
     try:
         graph = pool.call(p.DescribeRequest()).graph
         reporter.warn_new(pool.warnings, set())
-        [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True)], on_result=lambda r: True)
+        [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True, provenance=True)],
+                                 on_result=lambda r: True)
     finally:
         pool.close()
     if classify(result, None, session.check_str) != "fails":
@@ -39,10 +41,11 @@ def reproduce(session: Session, reporter: Reporter) -> Failure | None:
 def describe_failure(session: Session, graph: GraphInfo, result: Result, seconds: float) -> Failure:
     signature, analysis = result_signature(result)
     assert signature is not None
-    kernel = analysis.kernel if analysis else None
+    provenance = provenance_in(result.log)
+    kernel = failing_kernel(analysis.kernel if analysis else None, result.log, provenance)
     kernel_source = read_kernel_source(kernel) if kernel else None
     if kernel is not None:
-        kernel = resolve_kernel(kernel, graph, kernel_source)
+        kernel = resolve_kernel(kernel, graph, kernel_source, provenance=provenance)
     details = result.outcome.text if result.outcome else result.detail
     return Failure(
         launcher=session.spec.path,

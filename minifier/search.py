@@ -2,9 +2,18 @@
 
 A candidate is a set of compute nodes of the original graph (see graph.build_candidate), so removing
 an interior node, dead code, unused inputs and outputs, and truncation are all just smaller sets.
-The search is delta debugging (ddmin) over contiguous chunks in topological order, preceded by the
-kernel-origin slices when the failure names its kernel. It returns a 1-minimal set: removing any
-single node makes the failure go away.
+The search is delta debugging (ddmin) over contiguous chunks in topological order. It returns a
+1-minimal set: removing any single node makes the failure go away. As in CDD and ProbDD, a failure
+is taken to need all of its nodes (monotone): a round's candidate that is part of a graph that ran
+cleanly is not compiled, it passes too (on the index_put KeyError of BERT: 26 compiles instead of 67,
+the same 7-node repro).
+
+Guesses never hold it up. `Race` runs the rounds on a `Tester` (the worker pool, or a simulated clock
+in the tests) and races guesses beside them: subgraphs that evidence points to (the failing kernel's
+source nodes, the first intermediate value that diverges). A guess runs in the background on a
+worker the rounds leave free, lives across rounds, and wins only by answering first: a failing
+guess smaller than the current graph replaces it at once. Whatever can no longer matter (a graph
+not smaller than the current one, a round's candidate outside it) is stopped.
 """
 
 from __future__ import annotations
@@ -18,8 +27,29 @@ Candidate = frozenset[str]
 
 
 class Oracle(Protocol):
-    def first_failing(self, candidates: Sequence[Candidate]) -> Candidate | None:
-        """Test candidates (concurrently where it can); return one that fails, or None."""
+    def first_failing(self, candidates: Sequence[Candidate], current: Candidate) -> Candidate | None:
+        """Test candidates (concurrently where it can); return a failing graph smaller than `current`,
+        one of them or one found meanwhile by other means, or None."""
+
+
+class Tester(Protocol):
+    """Runs candidates asynchronously and says what failed: the worker pool, or a simulated clock."""
+
+    @property
+    def verdicts(self) -> Mapping[Candidate, str]:
+        """Every verdict known so far ("fails" is the failure being minified)."""
+
+    def start(self, candidate: Candidate, background: bool) -> None:
+        """Queue a candidate; foreground ones go first. Starting a running one again sets its priority."""
+
+    def stop(self, candidate: Candidate) -> None:
+        """Forget a queued candidate, or kill the worker that runs it."""
+
+    def wait(self) -> None:
+        """Block until something happened: a verdict, or new leads."""
+
+    def leads(self) -> list[Candidate]:
+        """Guesses that the evidence gathered since the last call points to, best first."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +96,101 @@ def smallest_failure_known(candidates: Sequence[Candidate], verdicts: Mapping[Ca
     return False
 
 
+def canonical(candidate: Candidate) -> tuple[int, list[str]]:
+    """Ties between failing graphs of one size are broken by name, never by which answered first,
+    so that the same dump gives the same repro."""
+    return len(candidate), sorted(candidate)
+
+
+class Race:
+    """Rounds on a Tester, with guesses raced beside them (see the module docstring)."""
+
+    def __init__(self, tester: Tester) -> None:
+        self.tester = tester
+        self.racers: list[Candidate] = []
+        self.running: dict[Candidate, bool] = {}  # -> in the background
+        self.implied = 0  # candidates not compiled: part of a graph that passed
+
+    def race(self, guesses: Iterable[Candidate]) -> None:
+        """Start guesses in the background; nothing ever waits on them."""
+        for guess in guesses:
+            if guess not in self.racers:
+                self.racers.append(guess)
+                self._start(guess, background=True)
+
+    def start(self, candidate: Candidate) -> None:
+        """Queue one candidate in the foreground, ahead of guesses queued after it."""
+        self._start(candidate, background=False)
+
+    def verdict(self, candidate: Candidate) -> str:
+        """Test one candidate in the foreground (the whole graph) while the guesses go on."""
+        self._start(candidate, background=False)
+        while candidate not in self.tester.verdicts:
+            self._step()
+        return self.tester.verdicts[candidate]
+
+    def winner(self, current: Candidate) -> Candidate | None:
+        """The smallest guess known to fail that is smaller than the current graph."""
+        failing = [r for r in self.racers if self.tester.verdicts.get(r) == "fails" and len(r) < len(current)]
+        return min(failing, key=canonical) if failing else None
+
+    def first_failing(self, candidates: Sequence[Candidate], current: Candidate) -> Candidate | None:
+        """One round: its smallest failing candidate, or a guess that answered first; None if none fails."""
+        verdicts = self.tester.verdicts
+        passed = [c for c, v in verdicts.items() if v == "passes"]
+        implied = [c for c in candidates if c not in verdicts and any(c < clean for clean in passed)]
+        self.implied += len(implied)
+        candidates = [c for c in candidates if c not in implied]
+        while True:
+            hit = self.winner(current)
+            if hit is not None:
+                break
+            if smallest_failure_known(candidates, verdicts):
+                hit = min((c for c in candidates if verdicts.get(c) == "fails"), key=len)
+                break
+            untested = [c for c in candidates if c not in verdicts]
+            if not untested:
+                break
+            for candidate in untested:
+                self._start(candidate, background=False)
+            self._step()
+        self._prune(hit or current)
+        return hit
+
+    def settle_guesses(self, current: Candidate) -> Candidate:
+        """Wait for every guess smaller than `current` (the slices-first order the race replaces)."""
+        pending = [r for r in self.racers if len(r) < len(current)]
+        hit = self.first_failing(pending, current) if pending else None
+        return hit or current
+
+    def close(self) -> None:
+        for candidate in list(self.running):
+            self.tester.stop(candidate)
+        self.running.clear()
+
+    def _start(self, candidate: Candidate, background: bool) -> None:
+        if candidate in self.tester.verdicts:
+            return
+        if candidate in self.running and (background or not self.running[candidate]):
+            return  # running already with at least this priority
+        self.tester.start(candidate, background)
+        self.running[candidate] = background
+
+    def _step(self) -> None:
+        self.tester.wait()
+        for candidate in [c for c in self.running if c in self.tester.verdicts]:
+            del self.running[candidate]
+        self.race(self.tester.leads())
+
+    def _prune(self, current: Candidate) -> None:
+        """Stop what can no longer matter: a graph not smaller than the current one, and a round's
+        candidate outside it. A smaller guess lives on into the next rounds."""
+        for candidate in sorted(self.running, key=canonical):
+            if len(candidate) >= len(current) or not (candidate in self.racers or candidate <= current):
+                self.tester.stop(candidate)
+                del self.running[candidate]
+
+
 def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None) -> Candidate:
     current = start
     n = 2 if not max_granularity else max(2, math.ceil(len(current) / max_granularity))
@@ -74,13 +199,14 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
         chunks = [space.closure(c) for c in _split(space.ordered(current), n)]
         complements = [space.closure(current - c) for c in chunks] if n > 2 else []
         candidates = _distinct([c for c in chunks + complements if len(c) < len(current)])
-        hit = oracle.first_failing(candidates)
+        hit = oracle.first_failing(candidates, current)
         if hit is None:
             if n >= len(current):
                 break
             n = min(2 * n, len(current))
             continue
-        n = 2 if hit in chunks else max(n - 1, 2)
+        # a chunk, or a guess that won: start again at halves; a complement: one chunk fewer
+        n = max(n - 1, 2) if hit in complements and hit not in chunks else 2
         current = hit
     return current
 

@@ -71,6 +71,7 @@ class KernelRef:
     column: int | None = None
     source_nodes: list[str] = field(default_factory=list)
     aten_ops: list[str] = field(default_factory=list)
+    exact: bool = False  # source_nodes named by Inductor (provenance, wrapper comments), not guessed from ops
 
 
 @dataclass(frozen=True)

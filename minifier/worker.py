@@ -8,6 +8,7 @@ one. Forked by minifier.forkserver, which has imported torch already; `serve` is
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import importlib.util
@@ -24,7 +25,7 @@ from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
 from .signature import Phase, analyze_error
-from .worklog import LOG_LIMIT, keep_under, phase
+from .worklog import LOG_LIMIT, keep_under, phase, provenance_mark
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
@@ -113,6 +114,8 @@ class Worker:
         import torch
         start = time.monotonic()
         phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
+        if request.probe:
+            return self.probe(request, start)
         self.phase = "export"
         try:
             if request.original:
@@ -132,9 +135,11 @@ class Worker:
         from .graph import readable_code
         code = readable_code(eager)
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
-        saved = self._save(ep, request.save_pt2)
+        saved = self._save(ep, request.save_pt2, code)
         try:
-            self._compile_and_run(ep, eager, args, kwargs, package)
+            with recording_provenance() if request.provenance else contextlib.nullcontext():
+                compiled = self._compile(ep, package)
+            self._run(compiled, eager, args, kwargs)
         except Exception as e:
             if disk_full(e):  # not a verdict on the candidate: nothing more can be compiled here
                 raise
@@ -149,6 +154,7 @@ class Worker:
                 torch.cuda.empty_cache()
         if saved:
             _remove(saved)  # only failing candidates become checkpoints
+            _remove(p.code_beside(saved))
         return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code)
 
     def standalone(self, request: p.StandaloneRequest) -> p.Reply:
@@ -158,6 +164,31 @@ class Worker:
         except NotRebuildable as e:
             return p.StandaloneCode(code=None, reason=str(e))
         return p.StandaloneCode(code=code)
+
+    def probe(self, request: p.QueryRequest, start: float) -> p.Reply:
+        """Localize an accuracy failure by values: one compile of the whole graph with every probed node
+        an output, each output compared with the eager fp32 and fp64 references as the accuracy check
+        compares the graph's own outputs. Any error makes the probe inconclusive, never a verdict."""
+        import torch
+        from .graph import build_candidate, probe_outputs
+        package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
+        try:
+            values = self._values(request.values_path)
+            names = probe_outputs(self.flat, values)
+            gm, inputs, _ = build_candidate(self.flat, set(_compute_nodes(self.flat)), values, outputs=names)
+            ep = torch.export.export(gm, tuple(inputs), strict=self.init.export_mode == "dynamo")
+            compiled = self._compile(ep, package)
+            phase("run", "probe")
+            with torch.no_grad():
+                results = compiled(*inputs)
+            diverged = _diverging(gm, inputs, names, results, self.init.accuracy or "accuracy")
+        except Exception as e:
+            return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start,
+                             text=_clip(f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"),
+                             poisoned=_poisons_cuda(str(e)))
+        finally:
+            _remove(package)
+        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, diverged=diverged)
 
     def _values(self, path: str | None) -> dict:
         import torch
@@ -176,15 +207,19 @@ class Worker:
         ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=strict)
         return ep, tuple(inputs), gm
 
-    def _compile_and_run(self, ep, eager, args, kwargs, package: str) -> None:
+    def _compile(self, ep, package: str):
         import torch
         patches = dict(self.init.launcher.config_patches)
         with torch.no_grad():
             self._enter("compile", package)
             path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
             self._enter("load", path)
-            compiled = torch._inductor.aoti_load_package(path)
-            self._enter("run", path)
+            return torch._inductor.aoti_load_package(path)
+
+    def _run(self, compiled, eager, args, kwargs) -> None:
+        import torch
+        with torch.no_grad():
+            self._enter("run", "")
             if self.init.accuracy:
                 _check_accuracy(eager, compiled, args, self.init.accuracy)
             else:
@@ -196,13 +231,15 @@ class Worker:
         self.phase = step
         phase(step, detail)
 
-    def _save(self, ep, path: str | None) -> str | None:
+    def _save(self, ep, path: str | None, code: str) -> str | None:
         if not path:
             return None
         import torch
         try:
             torch.export.save(ep, path + ".tmp")
             os.replace(path + ".tmp", path)
+            with open(p.code_beside(path), "w", encoding="utf-8") as f:
+                f.write(code)
             return path
         except Exception as e:  # a candidate we cannot save is still a valid verdict, unless the disk is full
             _remove(path + ".tmp")
@@ -266,6 +303,72 @@ def _disk_full_reply(error: BaseException) -> p.WorkerFailed:
 def _poisons_cuda(text: str) -> bool:
     """After a CUDA error the process's context is unusable: the worker must not serve again."""
     return "CUDA error" in text
+
+
+@contextlib.contextmanager
+def recording_provenance():
+    """Inductor's provenance tracking for one compile, written to the log as a provenance mark (kernel
+    name and debug handle -> the graph nodes it came from), and AOTI's launch trace for its run (each
+    kernel's name printed before and after it runs, so that the log of a run that fails or dies says
+    in which kernel). Inductor keeps the map only while it compiles (a context resets it on the way out,
+    also when the compile fails, which is when it is wanted), so it is read on the way out of that
+    context; the mark is written before the run, which may kill the process. A cache hit would skip
+    code generation and record nothing: caches are off."""
+    import torch._inductor.config as inductor_config
+    import torch._inductor.debug as debug
+
+    resetting = getattr(debug, "reset_provenance_globals", None)
+    if resetting is None or not hasattr(debug, "create_kernel_information_json"):
+        yield  # a torch without provenance tracking: the op-name guesses remain
+        return
+    kernels: dict[str, list[str]] = {}
+
+    @contextlib.contextmanager
+    def reading_on_exit():
+        with resetting():
+            try:
+                yield
+            finally:
+                for key, info in debug.create_kernel_information_json().items():
+                    nodes = kernels.setdefault(key, [])
+                    nodes.extend(n for n in info.get("pre_grad_nodes", []) if n not in nodes)
+
+    debug.reset_provenance_globals = reading_on_exit
+    patches = {"trace.provenance_tracking_level": 1, "force_disable_caches": True,
+               "aot_inductor.debug_intermediate_value_printer": "3"}
+    try:
+        with inductor_config.patch(patches):
+            yield
+    finally:
+        debug.reset_provenance_globals = resetting
+        provenance_mark(kernels)
+
+
+def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
+    """The probed nodes whose compiled value fails the accuracy check against the eager run, in
+    graph order (the first is where the failure starts)."""
+    import copy
+
+    import torch
+    from torch._dynamo import config as dynamo_config
+    from torch._dynamo.debug_utils import cast_to_fp64
+    from torch._dynamo.utils import same
+
+    with torch.no_grad():
+        reference = gm(*inputs)
+        try:
+            fp64_model, fp64_inputs = cast_to_fp64(copy.deepcopy(gm), list(inputs))
+            fp64 = fp64_model(*fp64_inputs)
+        except Exception:  # as for PyTorch's check: without fp64 outputs, the fp32 run is the reference
+            fp64 = reference
+    loose = mode == "accuracy"
+    return [name for name, ref, res, ref64 in zip(names, reference, results, fp64)
+            if not same(ref, res, ref64, tol=dynamo_config.repro_tolerance, equal_nan=True, ignore_non_fp=loose,
+                        log_error=lambda *args, **kwargs: None)]
+
+
+def _compute_nodes(flat) -> list[str]:
+    return [n.name for n in flat.graph.nodes if n.op == "call_function"]
 
 
 def _check_accuracy(eager, compiled, args, mode: str) -> None:

@@ -77,7 +77,12 @@ class WarmRequest:
 @dataclass(frozen=True)
 class QueryRequest:
     """Compile, load and run one candidate: the original program, the graph made of `kept`, or the
-    program that a repro_standalone.py file (`script`) builds."""
+    program that a repro_standalone.py file (`script`) builds.
+
+    `provenance`: record which graph nodes each generated kernel came from, and trace the kernel launches
+    of the run, both into the worker's log (minifier.worklog).
+    `probe`: an accuracy failure's localization instead: compile the graph once with every tensor
+    node an output and compare each with the eager fp64 reference (Outcome.diverged)."""
 
     key: str
     kept: list[str] = field(default_factory=list)
@@ -85,6 +90,8 @@ class QueryRequest:
     values_path: str | None = None
     save_pt2: str | None = None
     script: str | None = None
+    provenance: bool = False
+    probe: bool = False
     type: Literal["query"] = "query"
 
 
@@ -96,6 +103,12 @@ class StandaloneRequest:
     values_path: str
     exact: bool = False
     type: Literal["standalone"] = "standalone"
+
+
+def code_beside(pt2: str) -> str:
+    """Where a worker writes a saved candidate's readable code, beside its program: a worker that dies
+    running it sends no Outcome, and that failure may be the one being minified."""
+    return pt2 + ".code.py"
 
 
 Request = Union[InitRequest, DescribeRequest, ValuesRequest, WarmRequest, QueryRequest, StandaloneRequest]
@@ -141,6 +154,7 @@ class Outcome:
     code: str = ""
     pt2: str | None = None
     poisoned: bool = False
+    diverged: list[str] = field(default_factory=list)  # a probe's nodes off the reference, in graph order
     type: Literal["outcome"] = "outcome"
 
 

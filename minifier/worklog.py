@@ -10,6 +10,7 @@ benchmark and the tests find which fork server forked a worker.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import re
 import threading
@@ -21,6 +22,7 @@ FORK_SERVER_LOG = "forkserver.log"
 LOG_LIMIT = 32 << 20  # bytes of one worker's log, about: what it printed in the last second may come on top
 _WORKER_LOG = "worker-{}.log"
 PHASE_MARK = "[aoti-lens phase] "
+PROVENANCE_MARK = "[aoti-lens provenance] "
 _WORKER_HEADER = re.compile(r"^=== worker (\d+), start (\d+) at ([0-9.]+), forked by (\d+) ===$", re.MULTILINE)
 _SERVER_HEADER = re.compile(r"^=== fork server (\d+) started at ([0-9.]+) ===$", re.MULTILINE)
 
@@ -53,6 +55,27 @@ def phase(name: str, detail: str) -> None:
     """Mark, in the log on stdout, the step this process begins now: a crash is attributed to compile,
     load or run, and the timeline shows where the time went."""
     print(f"{PHASE_MARK}{name} {detail} at {time.time():.3f}", flush=True)
+
+
+def provenance_mark(kernels: dict[str, list[str]]) -> None:
+    """Write Inductor's kernel provenance (`name:handle` -> graph nodes) into the log: a worker that
+    dies while running the compiled program cannot send it any other way."""
+    print(f"{PROVENANCE_MARK}{json.dumps(kernels, separators=(',', ':'))}", flush=True)
+
+
+def provenance_in(log_text: str) -> dict[str, list[str]]:
+    """The last provenance mark of a log, or nothing."""
+    at = log_text.rfind(PROVENANCE_MARK)
+    if at == -1:
+        return {}
+    line = log_text[at + len(PROVENANCE_MARK):].split("\n", 1)[0]
+    try:
+        found = json.loads(line)
+    except ValueError:
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    return {key: [n for n in nodes if isinstance(n, str)] for key, nodes in found.items() if isinstance(nodes, list)}
 
 
 def phase_marks(log_text: str) -> list[tuple[float, str, str]]:
@@ -103,6 +126,25 @@ def keep_under(limit: int, keep: int = 64 << 10, every: float = 0.5) -> None:
                 return  # not a file (a terminal, a pipe): nothing to keep small
 
     threading.Thread(target=watch, daemon=True, name="log-limit").start()
+
+
+def size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def since(path: str, offset: int, limit: int = 1 << 20) -> str:
+    """What a log received from `offset` on (its last `limit` bytes); all of it when the log was cut
+    to size (keep_under) since `offset`."""
+    try:
+        with open(path, "rb") as f:
+            end = f.seek(0, os.SEEK_END)
+            f.seek(max(offset if offset <= end else 0, end - limit))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def tail(path: str, limit: int = 2000) -> str:

@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # The GPU proof in one command, for a CUDA machine with torch + triton but no package registry:
-#   bash scripts/gpu-check.sh [--parallel] [tests] [lsp] [bench] [pytorch-default-cxx] [workloads]
-#   (default: all but workloads, in turn; BENCH_SET=real BENCH_ONLY=cuda-tv-resnet18 ... benchmarks real models)
+#   bash scripts/gpu-check.sh [--parallel] [tests] [lsp] [bench] [pytorch-default-cxx] [workloads] [bench-real]
+#   (default: all but workloads and bench-real, in turn). bench-real: the real-model GPU benchmark with
+#   issue 13's comparisons (--no-slice, --slices-first, a warm rerun) and targets; about 2 minutes a
+#   workload with PyTorch capped, so pick workloads per 10-minute command with BENCH_ONLY, e.g.
+#   BENCH_ONLY=cuda-tv-resnet18,cuda-tv-mobilenet bash scripts/gpu-check.sh bench-real
+#   BENCH_ONLY=cuda-hf-bert3,cuda-hf-bert20,cuda-hf-llama BENCH_SKIP_PYTORCH=cuda- bash scripts/gpu-check.sh bench-real
 # Installs the carried wheels (.whl/, see docs/gpu.md), runs the `gpu`-marked tests, the language-server
 # session on real GPU dumps, and the GPU benchmark against PyTorch's own minifier; prints a table last.
 # --parallel runs the named parts side by side, for machines that lend a command only minutes; leave the
@@ -54,6 +58,12 @@ run_part() {
         --only seed-compile_error --pytorch-timeout 300 --out "$OUT/bench-gpu-default-cxx.jsonl" \
         >"$OUT/bench-gpu-default-cxx.log" 2>&1
       status=$?; record pytorch-default-cxx "$(verdict $status done)" "machine's default CXX; table below" \
+        $((SECONDS - start)) ;;
+    bench-real)
+      $PY bench/run.py --device cuda --set real --only "${BENCH_ONLY:-cuda-tv-resnet18,cuda-hf-bert3}" \
+        --skip-pytorch "${BENCH_SKIP_PYTORCH:-cuda-hf-bert20}" --pytorch-timeout "${BENCH_PYTORCH_TIMEOUT:-150}" \
+        --out "$OUT/bench-gpu-real.jsonl" >"$OUT/bench-gpu-real.log" 2>&1
+      status=$?; record bench-real "$(verdict $status done)" "system g++; table and targets below" \
         $((SECONDS - start)) ;;
     workloads)  # the real-model GPU workloads: PyTorch dumps each, `aoti-minify run` reproduces it
       $PY bench/verify_workloads.py --device cuda --only "${WORKLOADS_ONLY:-cuda-}" --out "$OUT/workloads-gpu.jsonl" \

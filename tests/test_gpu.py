@@ -56,6 +56,17 @@ def test_dynamic_shapes_and_cond_survive_minification_on_triton(dumps, tmp_path)
     assert repro_signature(done.repro).matches(done.signature)
 
 
+def test_a_triton_kernel_s_source_nodes_come_from_inductor_s_provenance(dumps, tmp_path):
+    # torch 2.11 on the H200: the Triton wrapper's kernel file names no nodes; provenance tracking does
+    launcher = dumps.get(str(tmp_path), model="residual", blocks=2, device="cuda")
+    run = aoti_minify("run", launcher, "--events")
+    assert run.returncode == 0, run.stderr[-4000:]
+    kernel = events_of(run)[-1].failure.kernel
+    assert kernel.exact and "relu" in kernel.source_nodes, kernel
+    proc, done = minify(launcher)
+    assert done.nodes == 1 and "(named by Inductor)" in proc.stderr
+
+
 def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(USER_PROGRAM.format(bug="'runtime_error'", model="build('seed')"))

@@ -1,6 +1,6 @@
 from minifier.events import SourceLine
 from minifier.worker_protocol import GraphInfo, NodeInfo
-from minifier.provenance import kernel_slices, resolve_kernel, user_frame
+from minifier.provenance import failing_kernel, failing_launch, kernel_slices, resolve_kernel, user_frame
 from minifier.signature import KernelRef
 
 
@@ -50,3 +50,46 @@ def test_user_frame_skips_library_frames():
              '    return F.linear(input, self.weight, self.bias)\n')
     assert user_frame(trace) == ("/home/me/model.py", 41, "return self.head(x)")
     assert user_frame("") is None
+
+
+def test_exact_source_nodes_from_inductor_provenance_win_over_op_names():
+    graph = residual_graph()
+    provenance = {"cpp_fused_add_native_layer_norm_relu_4:7": ["ln1", "relu", "add0", "p_weight"],
+                  "aoti_torch_cpu_addmm_out:8": ["lin1"]}
+    kernel = resolve_kernel(KernelRef(name="cpp_fused_add_native_layer_norm_relu_4"), graph, None,
+                            provenance=provenance)
+    assert kernel.exact and kernel.source_nodes == ["add0", "relu", "ln1"]  # graph order, compute nodes only
+    slices = kernel_slices(kernel, graph)
+    assert slices[0] == {"relu"} and {"add0", "relu", "ln1"} in slices
+    assert all(s <= {"add0", "relu", "ln1"} for s in slices)  # no op-name guesses beside exact evidence
+
+
+def test_guesses_skip_expensive_ops_when_a_cheaper_guess_exists():
+    kernel = resolve_kernel(KernelRef(name="cpp_fused_add_linear_relu_4"), residual_graph(), None)
+    slices = kernel_slices(kernel, residual_graph())
+    assert slices and not any({"lin0", "lin1"} & s for s in slices)
+
+
+def test_a_run_that_dies_in_a_kernel_is_placed_by_the_launch_trace():
+    provenance = {"cpp_fused_relu_1:2": ["relu"], "aoti_torch_cpu_mm_out:1": ["lin0"],
+                  "aoti_torch_cpu_mm_out:3": ["lin1"]}
+    died = ("[ before_launch: aoti_torch_cpu_mm_out ]\n[ after_launch: aoti_torch_cpu_mm_out ]\n"
+            "[ before_launch: cpp_fused_relu_1 ]\nterminate called after throwing an instance of 'int'\n")
+    assert failing_launch(died, provenance) == "cpp_fused_relu_1:2"
+    second_mm = died.replace("[ before_launch: cpp_fused_relu_1 ]", "[ before_launch: cpp_fused_relu_1 ]\n"
+                             "[ after_launch: cpp_fused_relu_1 ]\n[ before_launch: aoti_torch_cpu_mm_out ]")
+    assert failing_launch(second_mm, provenance) == "aoti_torch_cpu_mm_out:3"  # its second launch
+    kernel = failing_kernel(None, died, provenance)
+    assert kernel.name == "cpp_fused_relu_1" and kernel.source_nodes == ["relu"] and kernel.exact
+    assert failing_launch(died.replace("[ before_launch: cpp_fused_relu_1 ]", ""), provenance) is None
+
+
+def test_a_failed_api_call_is_placed_by_its_wrapper_line(tmp_path):
+    wrapper = tmp_path / "c1.wrapper.cpp"
+    wrapper.write_text("void run() {\n    // [Provenance debug handles] aoti_torch_cpu_mean_dim:30\n    call(0);\n"
+                       "    // [Provenance debug handles] aoti_torch_cpu_sub_Tensor:31\n    call(1);\n}\n")
+    log = f"Error: aoti_torch_proxy_executor_call_function(...) API call failed at {wrapper}, line 5\n"
+    provenance = {"aoti_torch_cpu_mean_dim:30": ["mean"], "aoti_torch_cpu_sub_Tensor:31": ["sub_1"]}
+    assert failing_launch(log, provenance) == "aoti_torch_cpu_sub_Tensor:31"
+    named = KernelRef(name="cpp_fused_relu_0")
+    assert failing_kernel(named, log, provenance) is named  # the error's own kernel comes first

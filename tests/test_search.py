@@ -1,6 +1,7 @@
-"""The search over node sets, with oracles that stand for known bug shapes."""
+"""The search over node sets, with oracles that stand for known bug shapes, and the race of guesses
+beside it on a simulated clock."""
 
-from minifier.search import Space, make_closure, minimize, smallest_failure_known
+from minifier.search import Race, Space, make_closure, minimize, smallest_failure_known
 
 
 class CountingOracle:
@@ -8,7 +9,7 @@ class CountingOracle:
         self.fails = fails
         self.seen = {}
 
-    def first_failing(self, candidates):
+    def first_failing(self, candidates, current):
         for c in candidates:
             self.seen.setdefault(c, self.fails(c))
         failing = [c for c in candidates if self.seen[c]]
@@ -58,9 +59,9 @@ def test_max_granularity_starts_with_small_chunks():
     calls = []
 
     class Recorder(CountingOracle):
-        def first_failing(self, candidates):
+        def first_failing(self, candidates, current):
             calls.append(min(len(c) for c in candidates))
-            return super().first_failing(candidates)
+            return super().first_failing(candidates, current)
 
     minimize(space, frozenset(names), Recorder(lambda c: "n9" in c), max_granularity=4)
     assert calls[0] == 4
@@ -81,3 +82,158 @@ def test_a_concurrent_round_waits_for_smaller_candidates_but_not_larger_ones():
     assert not smallest_failure_known([first, second], {second: "fails"})
     assert smallest_failure_known([first, second], {first: "passes", second: "fails"})
     assert smallest_failure_known([first, second], {first: "fails"})
+
+
+class SimulatedPool:
+    """A search.Tester on a simulated clock, as many workers as asked for: each candidate answers
+    `latency(candidate)` after it starts. Compiles cost time in proportion to graph size."""
+
+    def __init__(self, fails, latency=lambda c: len(c) / 10, leads_at=()):
+        self.fails, self.latency = fails, latency
+        self.now = 0.0
+        self._verdicts = {}
+        self.running = {}  # candidate -> when it answers
+        self.started, self.stopped = [], []
+        self.scheduled_leads = sorted(leads_at, key=lambda lead: lead[0])  # (at, [candidates])
+        self.released = []
+
+    @property
+    def verdicts(self):
+        return self._verdicts
+
+    def start(self, candidate, background):
+        self.started.append((candidate, background))
+        self.running.setdefault(candidate, self.now + self.latency(candidate))
+
+    def stop(self, candidate):
+        self.stopped.append(candidate)
+        del self.running[candidate]
+
+    def wait(self):
+        times = list(self.running.values()) + [at for at, _ in self.scheduled_leads]
+        self.now = max(self.now, min(times))
+        for candidate, at in list(self.running.items()):
+            if at <= self.now:
+                del self.running[candidate]
+                self._verdicts[candidate] = "fails" if self.fails(candidate) else "passes"
+        while self.scheduled_leads and self.scheduled_leads[0][0] <= self.now:
+            self.released += self.scheduled_leads.pop(0)[1]
+
+    def leads(self):
+        released, self.released = self.released, []
+        return released
+
+
+def race_to_the_end(n, fails, guesses=(), latency=lambda c: len(c) / 10, leads_at=(), slices_first=False):
+    names, space = chain(n)
+    pool = SimulatedPool(fails, latency, leads_at)
+    race = Race(pool)
+    race.race(guesses)
+    whole = frozenset(names)
+    assert race.verdict(whole) == "fails"
+    current = race.winner(whole) or whole
+    if slices_first:
+        current = race.settle_guesses(current)
+    result = minimize(space, current, race)
+    race.close()
+    return result, pool
+
+
+def test_slow_wrong_guesses_never_hold_up_the_search():
+    culprit = lambda c: "n40" in c  # noqa: E731
+    slow = {frozenset({"n3"}), frozenset({"n7"})}
+    latency = lambda c: 1000.0 if c in slow else len(c) / 10  # noqa: E731
+    alone, plain = race_to_the_end(64, culprit, latency=latency)
+    result, pool = race_to_the_end(64, culprit, guesses=sorted(slow, key=sorted), latency=latency)
+    assert result == alone == {"n40"}
+    assert pool.now == plain.now < 1000  # the search ended on its own time, the guesses still compiling
+    assert set(pool.stopped) >= slow
+    assert all(background for c, background in pool.started if c in slow)
+    waited, _ = race_to_the_end(64, culprit, guesses=sorted(slow, key=sorted), latency=latency, slices_first=True)
+    assert waited == {"n40"}
+
+
+def test_waiting_for_slow_guesses_is_what_the_race_saves():
+    slow = frozenset({"n3"})
+    latency = lambda c: 1000.0 if c == slow else len(c) / 10  # noqa: E731
+    _, pool = race_to_the_end(64, lambda c: "n40" in c, guesses=[slow], latency=latency, slices_first=True)
+    assert pool.now > 1000
+
+
+def test_a_fast_right_guess_wins_and_stops_the_round():
+    right = frozenset({"n40"})
+    latency = lambda c: 0.5 if c == right else len(c) / 10  # noqa: E731
+    names, space = chain(64)
+    pool = SimulatedPool(lambda c: "n40" in c, latency)
+    race = Race(pool)
+    whole = frozenset(names)
+    pool._verdicts[whole] = "fails"  # the whole graph's verdict is in: the general search starts
+    race.race([right])
+    assert minimize(space, whole, race) == right
+    assert pool.now == 0.5  # the guess answered first; no round finished
+    halves = [c for c, background in pool.started if not background]
+    assert len(halves) == 2 and all(len(c) == 32 for c in halves)
+    assert set(pool.stopped) == set(halves)
+
+
+def test_a_guess_that_answers_late_still_replaces_the_current_graph():
+    pair = frozenset({"n40", "n41"})
+    latency = lambda c: 6.0 if c == pair else len(c) / 10  # noqa: E731
+    names, space = chain(256)
+    pool = SimulatedPool(lambda c: "n40" in c, latency, leads_at=[(2.0, [pair])])  # evidence found mid-search
+    race = Race(pool)
+    whole = frozenset(names)
+    pool._verdicts[whole] = "fails"
+    rounds = []
+
+    class Recording:
+        def first_failing(self, candidates, current):
+            rounds.append(len(current))
+            return race.first_failing(candidates, current)
+
+    assert minimize(space, whole, Recording()) == {"n40"}
+    assert (pair, True) in pool.started and pool.verdicts[pair] == "fails"
+    # found at 2 s, failing at 8 s: in the middle of the first round, whose halves take 12.8 s
+    assert rounds == [256, 2]
+    assert pool.now < 12.8
+
+
+def test_concurrent_failures_are_accepted_in_a_fixed_order():
+    a, b = frozenset({"n10"}), frozenset({"n50"})
+    both = lambda c: "n10" in c or "n50" in c  # noqa: E731
+    results = set()
+    for first, second in ((a, b), (b, a)):
+        latency = lambda c, first=first: 1.0 if c == first else 1.0 + 1e-9 if c == second else len(c) / 10  # noqa: E731
+        result, _ = race_to_the_end(64, both, guesses=[second, first], latency=latency)
+        results.add(result)
+    assert results == {a}  # not whichever answered first: the smaller name among the smallest
+
+
+def test_a_guess_larger_than_the_current_graph_is_stopped_not_awaited():
+    big = frozenset(f"n{i}" for i in range(30))
+    latency = lambda c: 500.0 if c == big else len(c) / 10  # noqa: E731
+    result, pool = race_to_the_end(64, lambda c: "n40" in c, guesses=[big], latency=latency)
+    assert result == {"n40"} and pool.now < 500
+    assert big in pool.stopped
+
+
+def test_a_part_of_a_graph_that_passed_is_not_compiled():
+    names, space = chain(16)
+    pool = SimulatedPool(lambda c: {"n9", "n12"} <= c)
+    race = Race(pool)
+    clean = frozenset(names[:8])
+    pool._verdicts[clean] = "passes"
+    pool._verdicts[frozenset({"n13", "n14"})] = "other_failure"  # only a clean run implies anything
+    inside, outside, under_other = frozenset(names[:4]), frozenset(names[8:12]), frozenset({"n13"})
+    assert race.first_failing([inside, outside, under_other], frozenset(names)) is None
+    assert [c for c, _ in pool.started] == [outside, under_other] and race.implied == 1
+
+
+def test_the_monotone_shortcut_still_finds_interacting_nodes_in_fewer_compiles():
+    names, space = chain(140)
+    window = lambda c: {"n60", "n62", "n66"} <= c  # noqa: E731
+    counting = CountingOracle(window)
+    assert minimize(space, frozenset(names), counting) == {"n60", "n62", "n66"}
+    result, pool = race_to_the_end(140, window)
+    assert result == {"n60", "n62", "n66"}
+    assert len(pool.verdicts) < len(counting.seen) / 1.5

@@ -10,8 +10,9 @@ import time
 import pytest
 
 from minifier import worker_protocol as p
+from minifier import worklog
 from minifier.launcher import LauncherSpec
-from minifier.pool import Pool, PoolConfig, PoolError, _worker_env
+from minifier.pool import Plan, Pool, PoolConfig, PoolError, SlotView, _worker_env, schedule
 
 
 def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
@@ -37,6 +38,37 @@ def gone(pid: int, seconds: float = 15) -> bool:
             return True
         time.sleep(0.2)
     return False
+
+
+IDLE = SlotView("idle", None, 0.0, True)
+
+
+def running(what, since=0.0):
+    return SlotView("busy", what, since, True)
+
+
+def test_the_search_goes_first_but_one_worker_stays_with_the_guesses():
+    assert schedule([IDLE, IDLE], foreground=2, background=0) == Plan([(0, "foreground"), (1, "foreground")])
+    assert schedule([IDLE, IDLE], foreground=2, background=3) == Plan([(0, "foreground"), (1, "background")])
+    assert schedule([IDLE] * 4, foreground=2, background=3) == Plan(
+        [(0, "foreground"), (1, "foreground"), (2, "background"), (3, "background")])
+    # a guess still compiling keeps its worker: the next round starts on the others
+    assert schedule([running("background"), IDLE, IDLE], foreground=2, background=0) == Plan(
+        [(1, "foreground"), (2, "foreground")])
+    assert schedule([IDLE], foreground=1, background=1) == Plan([(0, "foreground")])  # one worker: no guesses
+
+
+def test_a_search_with_no_worker_at_all_takes_the_youngest_guess_worker():
+    guesses = [running("background", since=1.0), running("background", since=2.0)]
+    assert schedule(guesses, foreground=1, background=0) == Plan([], preempt=1)
+    assert schedule([running("foreground"), running("background")], foreground=1, background=0) == Plan([])
+    assert schedule([SlotView("starting", None, 0.0, False), running("background")], foreground=1,
+                    background=0) == Plan([])  # a worker is on its way
+
+
+def test_idle_workers_with_nothing_to_do_warm_up():
+    cold = SlotView("idle", None, 0.0, False)
+    assert schedule([cold, IDLE], foreground=0, background=0) == Plan([(0, "warm")])
 
 
 def test_workers_are_spread_round_robin_over_the_gpus(tmp_path, monkeypatch):
@@ -138,3 +170,11 @@ def test_a_worker_killed_the_moment_it_is_forked_is_reaped(tmp_path):
     closing.start()
     closing.join(timeout=60)
     assert not closing.is_alive(), "closing the pool hung on a worker that was never killed"
+
+
+def test_kernel_provenance_survives_in_the_log_of_a_worker_that_dies(capsys):
+    kernels = {"cpp_fused_relu_0:1": ["relu"], "aoti_torch_cpu_mm_out:2": ["linear"]}
+    worklog.provenance_mark(kernels)
+    log = "W1201 Inductor noise\n" + capsys.readouterr().out + "[ before_launch: cpp_fused_relu_0 ]\nterminate called"
+    assert worklog.provenance_in(log) == kernels
+    assert worklog.provenance_in("no mark here") == {} and worklog.provenance_in(worklog.PROVENANCE_MARK + "{") == {}
