@@ -8,8 +8,11 @@ a job's own events are: progress in the view, the live graph document, then repr
 Events of the server's own jobs arrive on their stdout and are skipped here. A failure's log read
 for the first time also gives back the shrink curve of its last minification.
 
-Without file watching in the client (no dynamic registration) it also looks for new run folders in
-the debug folders it knows, so that captured dumps show up there too.
+It also looks for new and removed run folders in the debug folders it knows: on every poll for a
+client that reports no file events, and every few seconds for one that does, because file watchers
+miss files: VS Code's missed a capture's snapshot (a run folder copied in one go, its files written
+before the watch on the new folder was in place), and watchers on network file systems or past the
+inotify limit see nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from .server import AotiLanguageServer
 
 POLL_SECONDS = 0.5
+LOOK_SECONDS = 3.0  # between looks for run folders that file events did not report
 _STATES = {"run": "reproducing", "capture": "reproducing", "minify": "minifying"}
 _VERBS = {"run": "reproducing it", "capture": "captured it; it reproduces it when the program ends",
           "minify": "minifying it"}
@@ -70,6 +74,7 @@ class LiveRuns(Feature):
         self._tails: dict[str, EventsTail] = {}  # by failure id
         self._lock = asyncio.Lock()  # one read of the logs at a time (they run in the executor)
         self._task: asyncio.Task[None] | None = None
+        self._next_look = 0.0
 
     async def initialized(self) -> None:
         self._task = asyncio.create_task(self._poll_forever())
@@ -188,11 +193,12 @@ class LiveRuns(Feature):
                 if record.external is not None:
                     self._end(record, f"aoti-minify {record.external.command} (pid {record.external.pid}) "
                                       "ended without a result (killed?)")
-        if not ls.discovery.watching:
+        if not ls.discovery.watching or time.monotonic() >= self._next_look:
+            self._next_look = time.monotonic() + LOOK_SECONDS
             await self._look_for_dumps(records)
 
     async def _look_for_dumps(self, records: list[FailureRecord]) -> None:
-        """New and removed run folders, for a client that reports no file events."""
+        """New and removed run folders that no file event reported."""
         folders = {os.path.dirname(r.layout.run_dir) for r in records}
         folders.update(os.path.join(root, DEBUG_DIR) for root in self.ls.roots())
         listed = await asyncio.get_running_loop().run_in_executor(

@@ -286,3 +286,18 @@ async def test_minify_during_a_background_reproduction_replaces_it(tmp_path):
         states = [items[0]["state"] for items in client.failure_lists]
         assert [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s] == \
             ["reproducing", "cancelled", "minifying", "minimized"]
+
+
+async def test_a_dump_no_file_event_reported_still_shows_up(tmp_path):
+    """The client watches files (VS Code), but its watcher misses a run folder copied in one go, as
+    VS Code's missed capture's snapshots: the server's own look at the debug folders finds it, and
+    notices when it is deleted."""
+    ws = str(tmp_path / "ws")
+    first = fake_dump(ws)
+    async with lsp_session(ws) as client:
+        await until(lambda: client.item(first), "discovery")
+        assert client.registrations, "the client was asked to watch files"
+        second = fake_dump(ws, run="run_2026_01_01_00_00_01_000000-pid_2")  # no didChangeWatchedFiles follows
+        await until(lambda: client.item(second), "the unreported dump", timeout=15)
+        shutil.rmtree(os.path.dirname(os.path.dirname(second)))
+        await until(lambda: client.item(second) is None and client.item(first), "its unreported removal", timeout=15)
