@@ -201,8 +201,8 @@ def _execute(command: str, session: Session, reporter: Reporter) -> int:
     done = minify_mod.minify(session, reporter)
     reporter.result(f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
                     f"{done.seconds:.1f} s; reproduces {done.signature.describe() if done.signature else 'the failure'}")
-    reporter.result(f"repro: {done.repro}")
     reporter.result(f"standalone: {session.layout.repro_standalone}")
+    reporter.result(f"repro: {done.repro}")  # last: scripts read the repro's path from the last line
     return ExitCode.OK
 
 

@@ -179,13 +179,15 @@ class PoolOracle:
         """The first node whose compiled value diverges, alone, then with its producers: the slices
         where an accuracy failure starts. Nothing when the probe is inconclusive."""
         diverged = result.outcome.diverged if result.outcome else []
+        args = {n.name: n.args for n in self.graph.nodes if n.kind == "compute"}
+        if self.session.accuracy == "accuracy":
+            diverged = reaching_outputs(diverged, args, self.graph.outputs)
         if not diverged:
             why = _detail(result) or "no intermediate value diverges"
             self.reporter.say(f"accuracy probe inconclusive ({why[:120]}); the search goes on")
             return []
         first = diverged[0]
         self.reporter.say(f"accuracy probe: {len(diverged)} values diverge, the first at {first}")
-        args = {n.name: n.args for n in self.graph.nodes if n.kind == "compute"}
         rings = [{first}]
         for _ in range(MAX_PROBE_LEADS - 1):
             rings.append(rings[-1] | {a for n in rings[-1] for a in args.get(n, ()) if a in args})
@@ -244,6 +246,22 @@ class Checkpointing:
                                                          cached=True, queries=self.oracle.progress.queries))
         hit = self.race.first_failing(candidates, current)
         return self.oracle.accept(hit) if hit is not None else None
+
+
+def reaching_outputs(diverged: list[str], args: Mapping[str, Sequence[str]], outputs: Sequence[str]) -> list[str]:
+    """The diverging nodes whose error reaches a diverging output through diverging values alone, in
+    graph order. The loose accuracy check ignores values that are not floating point, so an error that
+    only flips a boolean mask (which the probe does not compare) is not the failure being minified:
+    PyTorch's accuracy-vs-strict-accuracy test ends at relu, not at the log1p that feeds a mask."""
+    wrong = set(diverged)
+    reached = {o for o in outputs if o in wrong}
+    frontier = list(reached)
+    while frontier:
+        for arg in args.get(frontier.pop(), ()):
+            if arg in wrong and arg not in reached:
+                reached.add(arg)
+                frontier.append(arg)
+    return [n for n in diverged if n in reached]
 
 
 def key_of(candidate: Candidate) -> str:

@@ -237,3 +237,13 @@ def test_the_monotone_shortcut_still_finds_interacting_nodes_in_fewer_compiles()
     result, pool = race_to_the_end(140, window)
     assert result == {"n60", "n62", "n66"}
     assert len(pool.verdicts) < len(counting.seen) / 1.5
+
+
+def test_loose_accuracy_counts_only_errors_that_reach_an_output_through_floats():
+    from minifier.minify import reaching_outputs
+    # PyTorch's parity program: log1p -> gt (a bool: never probed) -> where; relu -> where (the output)
+    args = {"log1p": ["x"], "gt": ["log1p"], "relu": ["x"], "where": ["gt", "relu", "relu"]}
+    assert reaching_outputs(["log1p", "relu", "where"], args, ["where"]) == ["relu", "where"]
+    assert reaching_outputs(["log1p"], args, ["where"]) == []  # the output is right: nothing to localize
+    chain = {"a": ["x"], "b": ["a"], "c": ["b"]}
+    assert reaching_outputs(["a", "b", "c"], chain, ["c"]) == ["a", "b", "c"]

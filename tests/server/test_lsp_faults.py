@@ -23,7 +23,8 @@ async def test_a_killed_server_leaves_no_process_and_its_restart_shows_the_last_
     ws = tmp_path / "ws"
     launcher = dumps.get(str(ws / "a"), bug="accuracy", reproduced=True)  # no kernel to slice: 3 -> 2 -> 1
     layout = DumpLayout.of(launcher)
-    async with lsp_session(str(ws), settings={"trusted": True, "workers": 2}) as client:
+    # one worker: the search's own steps, with no guess (the accuracy probe) racing it to 1 node at once
+    async with lsp_session(str(ws), settings={"trusted": True, "workers": 1}) as client:
         await until(lambda: client.state(launcher) == "reproduced", "discovery")
         failure_id = client.item(launcher)["id"]
         graph = client.item(launcher)["graphUri"]
