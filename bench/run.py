@@ -183,7 +183,7 @@ def dump(out: str, name: str, device: str) -> str:
         model, blocks, bug = WORKLOADS[name]
         what = ["--model", model, "--blocks", str(blocks), "--bug", bug, "--device", device]
     else:
-        what = ["--workload", name]
+        what = list(REAL_WORKLOADS[name].dump_args)
     proc = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", out, *what],
                           capture_output=True, text=True, cwd=ROOT)
     if proc.returncode != 0:

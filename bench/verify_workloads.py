@@ -75,7 +75,7 @@ def main() -> int:
 def check(workload: Workload, folder: str) -> Check:
     result = Check(workload.name, workload.model, workload.family, workload.failure, workload.failure_class.origin,
                    workload.device)
-    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", folder, "--workload", workload.name],
+    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", folder, *workload.dump_args],
                           capture_output=True, text=True, cwd=ROOT)
     if dump.returncode != 0:
         result.note = "no dump: " + " / ".join(dump.stderr.strip().splitlines()[-2:])[-300:]

@@ -5,6 +5,8 @@ turns on the Inductor config that makes it fail and PyTorch's own AOTI minifier 
 PyTorch writes DIR/torch_compile_debug/run_*/minifier/minifier_launcher.py; its path is the last line
 printed. The compile runs in a child process because the failure is real: some kill it (an exception
 thrown inside an OpenMP region aborts), and with repro level 3 the launcher is written before that.
+`--capture` runs that child under `aoti-minify capture`'s snapshots, and prints the snapshot's launcher:
+for a failure after which PyTorch's own dump is corrupt (a CUDA device-side assert).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repro-level", type=int, default=None, choices=(1, 2, 3, 4),
                         help="PyTorch's aot_inductor.repro_level (default: what the bug needs); 1 writes "
                         "OUT/repro.py (command='run') instead of a launcher")
+    parser.add_argument("--capture", action="store_true",
+                        help="snapshot each dump as it appears, as `aoti-minify capture` does, and print the snapshot")
     parser.add_argument("--compile-here", action="store_true", help=argparse.SUPPRESS)  # the child's part
     args = parser.parse_args(argv)
     debug_dir = os.path.join(os.path.abspath(args.out), "torch_compile_debug")
@@ -38,7 +42,17 @@ def main(argv: list[str] | None = None) -> int:
         _compile(args, debug_dir)
         return 0
     own_argv = sys.argv[1:] if argv is None else argv
-    child = subprocess.run([sys.executable, "-m", "minifier.examples.dump", *own_argv, "--compile-here"])
+    child_argv = [sys.executable, "-m", "minifier.examples.dump", *own_argv, "--compile-here"]
+    if args.capture:
+        from minifier.capture import capture
+
+        snapshots = capture(child_argv, os.path.abspath(args.out), accuracy=False).launchers
+        if not snapshots:
+            print("PyTorch dumped nothing to snapshot (did the bug not trigger?)", file=sys.stderr)
+            return 1
+        print(snapshots[0])  # the dump written before compiling; a later one is PyTorch's after the failure
+        return 0
+    child = subprocess.run(child_argv)
     level_one = glob.glob(os.path.join(os.path.abspath(args.out), "repro.py"))  # PyTorch writes it to the cwd
     launchers = sorted(glob.glob(os.path.join(debug_dir, "run_*", "minifier", "minifier_launcher.py")) + level_one,
                        key=os.path.getmtime)

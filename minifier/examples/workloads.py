@@ -109,6 +109,15 @@ class Workload:
         return self.failure_class.accuracy and self.repro_level != 4
 
     @property
+    def dump_args(self) -> tuple[str, ...]:
+        """`python -m minifier.examples.dump` arguments for it. A CUDA failure that kills the process (a
+        device-side assert) poisons the CUDA context, and PyTorch's dump after it dies copying the weights
+        off the GPU, over the good dump written before compiling (a corrupt .pt2, torch 2.11 on the H200):
+        such a workload is dumped the way a user would, under `aoti-minify capture`."""
+        capture = ("--capture",) if self.device == "cuda" and self.failure_class.kills_process else ()
+        return ("--workload", self.name, *capture)
+
+    @property
     def run_args(self) -> tuple[str, ...]:
         """What `aoti-minify run/minify` needs beyond the launcher's own settings."""
         accuracy = ("--accuracy",) if self.accuracy_flag else ()
