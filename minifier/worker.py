@@ -111,7 +111,6 @@ class Worker:
         return p.Warmed()
 
     def query(self, request: p.QueryRequest) -> p.Reply:
-        import torch
         start = time.monotonic()
         phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
         if request.probe:
@@ -150,8 +149,7 @@ class Worker:
                              text=_clip(text), code=code, pt2=saved, poisoned=poisoned)
         finally:
             _remove(package)
-            if torch.cuda.is_available() and torch.cuda.is_initialized():
-                torch.cuda.empty_cache()
+            _release_cuda_cache()
         if saved:
             _remove(saved)  # only failing candidates become checkpoints
             _remove(p.code_beside(saved))
@@ -298,6 +296,18 @@ def _disk_full_reply(error: BaseException) -> p.WorkerFailed:
     where = getattr(error, "filename", None) or f"the Inductor cache or {os.getcwd()}"
     return p.WorkerFailed(code="environment", message=f"no space left on device (or over quota) writing {where}: "
                           "free some space, or pass --output-dir DIR; the checkpoints written so far are intact")
+
+
+def _release_cuda_cache() -> None:
+    """Give the candidate's GPU memory back between candidates. After a CUDA error this raises that
+    error again, which must not replace the candidate's verdict (seen on the H200: an illegal memory
+    access in Llama's compiled run ended `run` with an internal error); the worker is retired anyway."""
+    import torch
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        try:
+            torch.cuda.empty_cache()
+        except Exception:
+            pass
 
 
 def _poisons_cuda(text: str) -> bool:
