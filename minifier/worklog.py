@@ -148,10 +148,4 @@ def since(path: str, offset: int, limit: int = 1 << 20) -> str:
 
 
 def tail(path: str, limit: int = 2000) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - limit))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
+    return since(path, 0, limit)
