@@ -122,11 +122,9 @@ def main() -> int:
         for name in chosen:
             rows.append(measure_workload(name, launchers[name], os.path.join(scratch, name), args, timelines))
             print(row_text(rows[-1]), flush=True)
+            save(out, rows, timelines)  # after each workload: a run killed at a device's time limit keeps its rows
     finally:
-        with open(out, "w") as f:
-            f.writelines(json.dumps(asdict(m)) + "\n" for row in rows for m in row.measures())
-        with open(os.path.splitext(out)[0] + "-timeline.txt", "w") as f:
-            f.write("\n".join(timelines))
+        save(out, rows, timelines)
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
     print()
@@ -135,6 +133,13 @@ def main() -> int:
     print(targets(rows))
     print(f"\nresults: {out}")
     return 0
+
+
+def save(out: str, rows: list[Row], timelines: list[str]) -> None:
+    with open(out, "w") as f:
+        f.writelines(json.dumps(asdict(m)) + "\n" for row in rows for m in row.measures())
+    with open(os.path.splitext(out)[0] + "-timeline.txt", "w") as f:
+        f.write("\n".join(timelines))
 
 
 TOOLS = {"pytorch": "theirs", "aoti-lens": "ours", "aoti-lens-warm": "warm", "aoti-lens --no-slice": "no_slice",
@@ -334,9 +339,13 @@ def targets(rows: list[Row]) -> str:
                  f"{sum(1 for _, ours, best in after if ours <= 1.1 * best)} of {len(after)}: "
                  + ", ".join(f"{r.ours.workload} {ours:.1f} s vs {best:.1f} s" for r, ours, best in after))
     big = [r for r in ok if (r.ours.start_nodes or 0) >= 100 and r.theirs.status != "skipped" and r.theirs.seconds]
+    failed = [r for r in big if _gave_no_repro(r.theirs)]
+    big = [r for r in big if r not in failed]
     fast = [r for r in big if r.theirs.seconds >= 5 * r.ours.seconds]
     lines.append(f"- >= 5x less wall time than PyTorch's minifier (>= 100 nodes): {len(fast)} of {len(big)}: "
-                 + ", ".join(f"{r.ours.workload} {_ratio(r.theirs.seconds, r.ours.seconds, r.theirs)}" for r in big))
+                 + ", ".join(f"{r.ours.workload} {_ratio(r.theirs.seconds, r.ours.seconds, r.theirs)}" for r in big)
+                 + "".join(f"; PyTorch's gave no repro on {r.ours.workload} ({r.theirs.status}, "
+                           f"{r.theirs.seconds:.1f} s), ours did" for r in failed))
     floors = [(r, _sum(r.ours.start_up, r.ours.floor)) for r in ok]
     floors = [(r, f) for r, f in floors if f]
     lines.append(f"- <= 2x (start-up + one compile of the original + one of the final graph): "
@@ -393,8 +402,16 @@ def _cell(m: Measure | None) -> str:
 def _ratio(a, b, theirs: Measure) -> str:
     if not a or not b or theirs.status == "skipped":
         return "-"
+    if _gave_no_repro(theirs):
+        return "PyTorch's gave no repro"
     bound = "" if theirs.status == "ok" else ">"
     return f"{bound}{a / b:.1f}x"
+
+
+def _gave_no_repro(theirs: Measure) -> bool:
+    """PyTorch's minifier ended (crashed, or finished with no checkpoint) rather than being stopped at the cap:
+    no time ratio is meaningful then."""
+    return theirs.status not in ("ok", "skipped") and not theirs.status.startswith("timeout>")
 
 
 def _v(value) -> str:

@@ -6,6 +6,7 @@
 #   workload with PyTorch capped, so pick workloads per 10-minute command with BENCH_ONLY, e.g.
 #   BENCH_ONLY=cuda-tv-resnet18,cuda-tv-mobilenet bash scripts/gpu-check.sh bench-real
 #   BENCH_ONLY=cuda-hf-bert3,cuda-hf-bert20,cuda-hf-llama BENCH_SKIP_PYTORCH=cuda- bash scripts/gpu-check.sh bench-real
+#   BENCH_ARGS=--no-compare adds bench/run.py options (here: skip the --no-slice and --slices-first runs).
 # Installs the carried wheels (.whl/, see docs/gpu.md), runs the `gpu`-marked tests, the language-server
 # session on real GPU dumps, and the GPU benchmark against PyTorch's own minifier; prints a table last.
 # --parallel runs the named parts side by side, for machines that lend a command only minutes; leave the
@@ -62,7 +63,7 @@ run_part() {
     bench-real)
       $PY bench/run.py --device cuda --set real --only "${BENCH_ONLY:-cuda-tv-resnet18,cuda-hf-bert3}" \
         --skip-pytorch "${BENCH_SKIP_PYTORCH:-cuda-hf-bert20}" --pytorch-timeout "${BENCH_PYTORCH_TIMEOUT:-150}" \
-        --out "$OUT/bench-gpu-real.jsonl" >"$OUT/bench-gpu-real.log" 2>&1
+        --out "$OUT/bench-gpu-real.jsonl" ${BENCH_ARGS:-} >"$OUT/bench-gpu-real.log" 2>&1
       status=$?; record bench-real "$(verdict $status done)" "system g++; table and targets below" \
         $((SECONDS - start)) ;;
     workloads)  # the real-model GPU workloads: PyTorch dumps each, `aoti-minify run` reproduces it
