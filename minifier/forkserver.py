@@ -12,8 +12,9 @@ creates its context after the fork.
 
 A private server serves the connected socket N and exits when it closes. A named one listens on the
 abstract Unix socket NAME (nothing on disk), serves any process of the same user, and exits after S
-idle seconds or when process PID is gone. Either way, a connection that closes takes the workers it
-spawned with it, so a driver killed outright leaves no workers behind.
+idle seconds or once process PID is gone and its drivers have closed (OWNER_GRACE at most). Either way,
+a connection that closes takes the workers it spawned with it, so a driver killed outright leaves no
+workers behind.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ _PRELOAD = ("torch", "minifier.graph", "torch.export", "torch._inductor.config",
 # ("Cannot re-initialize CUDA in forked subprocess"). Inductor asks it at import time (torch 2.11:
 # runtime/benchmarking.py); with this variable set torch asks NVML instead, which leaves fork usable.
 _NVML_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
+# Drivers of a shared server have its owner as theirs and cancel when it goes (aoti-minify --owner polls
+# twice a second), which may take a worker or two: ending first would turn their cancel, which leaves
+# repro.py from the best checkpoint, into a "fork server gone" error. A driver that never closes is not
+# waited for longer than this.
+OWNER_GRACE = 10.0
 
 
 class Server:
@@ -55,6 +61,7 @@ class Server:
         self.children: dict[int, socket.socket] = {}
         self.connections: set[socket.socket] = set()
         self.last_active = time.monotonic()
+        self.owner_gone_at: float | None = None
         self.wake_read, wake_write = os.pipe()
         os.set_blocking(self.wake_read, False)
         os.set_blocking(wake_write, False)
@@ -99,7 +106,7 @@ class Server:
     def _finished(self) -> bool:
         if self.listener is None:  # private: lives exactly as long as its one driver
             return not self.connections and not self.children
-        if self.owner and not alive(self.owner):
+        if self.orphaned():
             for connection in list(self.connections):
                 self._close(connection)
             return True
@@ -107,6 +114,14 @@ class Server:
             self.last_active = time.monotonic()
             return False
         return time.monotonic() - self.last_active > self.idle
+
+    def orphaned(self) -> bool:
+        """Whether a shared server's owner is gone and its drivers have closed, or had OWNER_GRACE to."""
+        if not self.owner or alive(self.owner):
+            return False
+        if self.owner_gone_at is None:
+            self.owner_gone_at = time.monotonic()
+        return not self.connections or time.monotonic() - self.owner_gone_at > OWNER_GRACE
 
     def _accept(self) -> None:
         connection, _ = self.listener.accept()
@@ -268,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         hangup.register(args.fd, 0)  # no events asked for: poll reports a hang-up whatever the mask
         _exit_when(server, lambda: bool(hangup.poll(1000)))
     elif args.owner:
-        _exit_when(server, lambda: time.sleep(1) or not alive(args.owner))
+        _exit_when(server, lambda: time.sleep(1) or server.orphaned())
     first, *rest = _PRELOAD
     server.load(first)
     if args.fd is not None:

@@ -179,7 +179,7 @@ class PoolOracle:
         """The first node whose compiled value diverges, alone, then with its producers: the slices
         where an accuracy failure starts. Nothing when the probe is inconclusive."""
         diverged = result.outcome.diverged if result.outcome else []
-        args = {n.name: n.args for n in self.graph.nodes if n.kind == "compute"}
+        args = self.graph.compute_args()
         if self.session.accuracy == "accuracy":
             diverged = reaching_outputs(diverged, args, self.graph.outputs)
         if not diverged:
@@ -277,8 +277,7 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         values = stored_values(session, pool, reporter)
         order = graph.compute_nodes()
         progress = Progress(start_nodes=len(order), nodes=len(order))
-        args = {n.name: n.args for n in graph.nodes if n.kind == "compute"}
-        space = Space(order=order, closure=make_closure(args, set(values)))
+        space = Space(order=order, closure=make_closure(graph.compute_args(), set(values)))
         oracle = PoolOracle(session, pool, reporter, progress, space, graph)
         race = Race(oracle)
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")

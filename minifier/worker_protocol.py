@@ -40,6 +40,10 @@ class GraphInfo:
     def compute_nodes(self) -> list[str]:
         return [n.name for n in self.nodes if n.kind == "compute"]
 
+    def compute_args(self) -> dict[str, list[str]]:
+        """Each compute node's operands: the dataflow the search closes candidates over."""
+        return {n.name: n.args for n in self.nodes if n.kind == "compute"}
+
     def by_name(self) -> dict[str, NodeInfo]:
         return {n.name: n for n in self.nodes}
 

@@ -11,8 +11,11 @@ import pytest
 
 from minifier import worker_protocol as p
 from minifier import worklog
+from minifier.forkclient import ForkServer
+from minifier.forkserver import OWNER_GRACE
 from minifier.launcher import LauncherSpec
 from minifier.pool import Plan, Pool, PoolConfig, PoolError, SlotView, _worker_env, schedule
+from minifier.procs import alive, with_this_package
 
 
 def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
@@ -32,9 +35,7 @@ def parent_of(pid: int) -> int:
 def gone(pid: int, seconds: float = 15) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not alive(pid):  # a zombie too: a fork server this test started is its child
             return True
         time.sleep(0.2)
     return False
@@ -152,6 +153,42 @@ time.sleep(600)
         assert not gone(server, seconds=1)
     finally:
         os.kill(server, signal.SIGKILL)
+
+
+def test_a_shared_fork_server_outlives_its_owner_until_its_drivers_close(tmp_path):
+    # A killed language server: its minifier cancels (repro.py from the best checkpoint) and may still
+    # need a worker meanwhile; the warm fork server they share must not go first, nor stay for ever.
+    owner = subprocess.Popen(["sleep", "600"])
+    env = with_this_package(os.environ)
+    log = str(tmp_path / "forkserver.log")
+    cancelling = ForkServer.shared(sys.executable, env, log, 120, 600, owner.pid)
+    hung = ForkServer.shared(sys.executable, env, log, 120, 600, owner.pid)
+    assert cancelling.pid == hung.pid
+    server = cancelling.pid
+    owner.kill()
+    owner.wait()
+    lost_owner = time.monotonic()
+    time.sleep(2)
+    assert alive(server)
+    req_read, req_write = os.pipe()
+    rep_read, rep_write = os.pipe()
+    with open(tmp_path / "worker.log", "ab") as worker_log:
+        worker = cancelling.spawn(env, str(tmp_path), (req_read, rep_write, worker_log.fileno()), 60)
+        worker_pid = worker.pid
+    for fd in (req_read, rep_write):
+        os.close(fd)
+    try:
+        cancelling.close()  # the cancelled driver is done: its worker goes with its connection
+        assert gone(worker_pid)
+        assert alive(server)  # a driver is still connected
+        assert gone(server, seconds=OWNER_GRACE + 5)  # ... and is not waited for past the grace
+        assert time.monotonic() - lost_owner > OWNER_GRACE - 1
+    finally:
+        hung.close()
+        for fd in (req_write, rep_read):
+            os.close(fd)
+        if alive(server):
+            os.kill(server, signal.SIGKILL)
 
 
 def test_a_worker_killed_the_moment_it_is_forked_is_reaped(tmp_path):
