@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import math
 import os
@@ -34,6 +35,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -103,6 +105,8 @@ def main() -> int:
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
     parser.add_argument("--no-compare", dest="compare", action="store_false",
                         help="skip the --no-slice and --slices-first runs and the one `run` of accuracy workloads")
+    parser.add_argument("--logs", metavar="TGZ", help="also pack each first aoti-lens run's worker and fork server "
+                        "logs (the first MiB of each) into TGZ: what a device run sends back for a closer look")
     parser.add_argument("--report", nargs="+", metavar="JSONL", help="print the tables and targets of earlier runs")
     args = parser.parse_args()
     if args.report:
@@ -162,6 +166,8 @@ def measure_workload(name: str, launcher: str, folder: str, args: argparse.Names
     theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
               else run_pytorch(relocate_dump(launcher, os.path.join(folder, "pytorch")), name, args.pytorch_timeout))
     row = Row(theirs, run_ours(launcher, os.path.join(folder, "ours"), name, args.workers, timelines, args.warm))
+    if args.logs:
+        pack_logs(args.logs, os.path.join(folder, "ours"), name)
     if args.warm:
         warm_dir = os.path.join(folder, "warm")
         row.warm = run_ours(launcher, warm_dir, name, args.workers, timelines, True, "aoti-lens-warm")
@@ -174,6 +180,23 @@ def measure_workload(name: str, launcher: str, folder: str, args: argparse.Names
         if _is_accuracy(name):
             row.one_run = run_once(launcher, os.path.join(folder, "run"), name)
     return row
+
+
+def pack_logs(tgz: str, folder: str, name: str, limit: int = 1 << 20) -> None:
+    """Add the logs of one run to `tgz` (rewritten whole: a gzip stream cannot be appended to)."""
+    members = []
+    if os.path.exists(tgz):
+        with tarfile.open(tgz) as old:
+            members = [(m, old.extractfile(m).read()) for m in old.getmembers() if m.isfile()]
+    for log in logs_under(folder):
+        with open(log, "rb") as f:
+            data = f.read(limit)
+        members.append((tarfile.TarInfo(f"{name}/{os.path.relpath(log, folder)}"), data))
+    with tarfile.open(tgz + ".tmp", "w:gz") as new:
+        for info, data in members:
+            info.size = len(data)
+            new.addfile(info, io.BytesIO(data))
+    os.replace(tgz + ".tmp", tgz)
 
 
 def dump_all(scratch: str, names: list[str], device: str) -> dict[str, str]:

@@ -63,7 +63,8 @@ run_part() {
     bench-real)
       $PY bench/run.py --device cuda --set real --only "${BENCH_ONLY:-cuda-tv-resnet18,cuda-hf-bert3}" \
         --skip-pytorch "${BENCH_SKIP_PYTORCH:-cuda-hf-bert20}" --pytorch-timeout "${BENCH_PYTORCH_TIMEOUT:-150}" \
-        --out "$OUT/bench-gpu-real.jsonl" ${BENCH_ARGS:-} >"$OUT/bench-gpu-real.log" 2>&1
+        --out "$OUT/bench-gpu-real.jsonl" --logs "$OUT/bench-gpu-real-logs.tgz" ${BENCH_ARGS:-} \
+        >"$OUT/bench-gpu-real.log" 2>&1
       status=$?; record bench-real "$(verdict $status done)" "system g++; table and targets below" \
         $((SECONDS - start)) ;;
     workloads)  # the real-model GPU workloads: PyTorch dumps each, `aoti-minify run` reproduces it
