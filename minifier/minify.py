@@ -32,6 +32,11 @@ from .worker_protocol import GraphInfo
 from .worklog import provenance_in
 
 PROBE_KEY = "probe"
+LOCATE_KEY = "locate"
+# A CUDA fault is reported at a later synchronization, after the faulting kernel's launch has returned,
+# so the launch trace of an ordinary run names no kernel. Launches that wait for their kernel report it
+# at the kernel's own launch; read by CUDA when it starts, hence a worker started with it.
+LAUNCH_BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}
 OUTSIDE_SIGNALS = {"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"}
 MAX_PROBE_LEADS = 3  # slices around the first diverging node, widening
 
@@ -114,6 +119,9 @@ class PoolOracle:
         if result.query.key == PROBE_KEY:
             self.found += self.localized(result)
             return
+        if result.query.key == LOCATE_KEY:
+            self.found += self.located(result)
+            return
         candidate = self.by_key[result.query.key]
         if self.crashed_unexpectedly(result) and candidate not in self.retried:
             # A worker killed from outside (OOM killer, a user's kill) must not cost the search a reduction.
@@ -127,6 +135,8 @@ class PoolOracle:
             provenance = provenance_in(result.log)
             kernel = failing_kernel(analysis.kernel if analysis else None, result.log, provenance)
             self.found += self.kernel_leads(kernel, provenance)
+            if kernel is None and self.unplaced_cuda_fault(result):
+                self.locate()
 
     def crashed_unexpectedly(self, result: Result) -> bool:
         """A worker killed from outside (the OOM killer, a user's kill) is retried once, unless crashing
@@ -168,6 +178,31 @@ class PoolOracle:
         self.reporter.say(f"kernel {kernel.name}: source nodes {', '.join(kernel.source_nodes[:8])} ({how})")
         slices = [self.space.closure(s) for s in kernel_slices(kernel, self.graph)]
         return list(dict.fromkeys(s for s in slices if s != self.whole))
+
+    def unplaced_cuda_fault(self, result: Result) -> bool:
+        poisoned = result.kind == "crash" or (result.outcome is not None and result.outcome.poisoned)
+        return self.session.options.slicing and poisoned and self.graph.device.startswith("cuda")
+
+    def locate(self) -> None:
+        """Run the original again in the background, launches blocking, to see which kernel faults. Its
+        outcome is never a verdict: a bug that only shows when kernels overlap must still be seen."""
+        self.reporter.say("the CUDA fault names no kernel: running the original with blocking launches, "
+                          "beside the search, to place it")
+        self.pool.submit(p.QueryRequest(key=LOCATE_KEY, original=True, provenance=True), background=True,
+                         env=LAUNCH_BLOCKING)
+
+    def located(self, result: Result) -> list[Candidate]:
+        provenance = provenance_in(result.log)
+        kernel = failing_kernel(None, result.log, provenance)
+        if kernel is None:
+            self.reporter.say("the launch-blocking run placed no kernel; the search goes on")
+            return []
+        return self.kernel_leads(kernel, provenance)
+
+    def stop_guessing(self) -> None:
+        """The search is over: what still runs in the background can no longer matter."""
+        for key in (PROBE_KEY, LOCATE_KEY):
+            self.pool.cancel(key)
 
     def probe(self) -> None:
         """Start the accuracy probe in the background (see worker.Worker.probe)."""
@@ -286,6 +321,7 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
             current = oracle.accept(race.settle_guesses(current))
         final = minimize(space, current, Checkpointing(race, oracle), max_granularity=options.max_granularity)
         race.close()
+        oracle.stop_guessing()
         if race.implied:
             reporter.say(f"{race.implied} candidates not compiled: each is part of a graph that passed")
         return finish(session, oracle, final, reporter)

@@ -16,7 +16,7 @@ import selectors
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -111,8 +111,10 @@ def schedule(slots: list[SlotView], foreground: int, background: int) -> Plan:
 
 
 class _Slot:
-    def __init__(self, index: int, config: PoolConfig, generation: int, forks: ForkServer) -> None:
+    def __init__(self, index: int, config: PoolConfig, generation: int, forks: ForkServer,
+                 extra_env: Mapping[str, str] | None = None) -> None:
         self.index = index
+        self.extra_env = dict(extra_env or {})  # what one query needs beyond the workers' own (see Pool.submit)
         self.log_path = worklog.worker_log(config.log_dir, index)
         req_read, self.req_write = os.pipe()
         self.rep_read, rep_write = os.pipe()
@@ -120,7 +122,7 @@ class _Slot:
             with open(self.log_path, "a+b") as log:  # readable too: a worker keeps its own log short
                 log.write(worklog.worker_header(index, generation, forks.pid).encode())
                 log.flush()
-                self.proc = forks.spawn(_worker_env(config, index), config.init.work_dir,
+                self.proc = forks.spawn({**_worker_env(config, index), **self.extra_env}, config.init.work_dir,
                                         (req_read, rep_write, log.fileno()), config.start_timeout)
         except (ForkServerGone, OSError) as e:
             for fd in (self.req_write, self.rep_read):
@@ -202,14 +204,15 @@ class Pool:
         self.torch_version = ""
         self.foreground: dict[str, p.QueryRequest] = {}  # queued, in order
         self.background: dict[str, p.QueryRequest] = {}
+        self.query_env: dict[str, dict[str, str]] = {}  # key -> the environment its worker must start with
         self.forks = fork_server(config)
         for i in range(config.size):
             self._spawn(i)
 
-    def _spawn(self, index: int) -> _Slot:
+    def _spawn(self, index: int, extra_env: Mapping[str, str] | None = None) -> _Slot:
         self.generations[index] += 1
         try:
-            slot = _Slot(index, self.config, self.generations[index], self.forks)
+            slot = _Slot(index, self.config, self.generations[index], self.forks, extra_env)
         except ForkServerGone as e:
             self.close()
             raise _fork_server_lost(self.config, f"cannot start worker {index}: {e}") from e
@@ -220,13 +223,13 @@ class Pool:
             self.slots.append(slot)
         return slot
 
-    def _replace(self, slot: _Slot) -> None:
+    def _replace(self, slot: _Slot, extra_env: Mapping[str, str] | None = None) -> None:
         try:
             self.selector.unregister(slot.rep_read)
         except (KeyError, ValueError):
             pass
         slot.kill()
-        self._spawn(slot.index)
+        self._spawn(slot.index, extra_env)
 
     def call(self, request, timeout: float | None = None) -> p.Reply:
         """Send one non-query request to the first ready worker and wait for its reply, `timeout`
@@ -247,13 +250,17 @@ class Pool:
                 self._replace(slot)
                 raise WorkerLost(f"worker failed on {type(request).__name__}: {detail}")
 
-    def submit(self, query: p.QueryRequest, background: bool = False) -> None:
+    def submit(self, query: p.QueryRequest, background: bool = False, env: Mapping[str, str] | None = None) -> None:
         """Queue a query, foreground (the search) or background (a guess; see `schedule`). A query
-        already queued or running just takes the new priority."""
+        already queued or running just takes the new priority. With `env`, the query runs in a worker
+        started for it with those variables set (read once, when the process starts, as
+        CUDA_LAUNCH_BLOCKING is), which is replaced by an ordinary one after it."""
         running = any(s.current is not None and s.current.key == query.key for s in self.slots)
         if running or query.key in self.background or query.key in self.foreground:
             self.prioritize(query.key, background)
             return
+        if env:
+            self.query_env[query.key] = dict(env)
         (self.background if background else self.foreground)[query.key] = query
         self._dispatch()
 
@@ -269,6 +276,7 @@ class Pool:
         """Forget a queued query, or kill (and replace) the worker running it."""
         self.foreground.pop(key, None)
         self.background.pop(key, None)
+        self.query_env.pop(key, None)
         for slot in self.slots:
             if slot.current is not None and slot.current.key == key:
                 slot.current = None
@@ -287,7 +295,7 @@ class Pool:
                     new.append(Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply,
                                       log=slot.query_log()))
                     slot.current, slot.state = None, "idle"
-                    if reply.poisoned:
+                    if reply.poisoned or slot.extra_env:
                         self._replace(slot)
             for slot in list(self.slots):
                 new.extend(self._reap(slot))
@@ -323,13 +331,20 @@ class Pool:
         if plan.preempt is not None:
             slot = self.slots[plan.preempt]
             self.background = {slot.current.key: slot.current, **self.background}
+            if slot.extra_env:
+                self.query_env[slot.current.key] = slot.extra_env
             slot.current = None
             self._replace(slot)
 
     def _send_query(self, slot: _Slot, query: p.QueryRequest, background: bool) -> None:
+        env = self.query_env.pop(query.key, {})
+        starting = 0.0
+        if env != slot.extra_env:  # the query waits in the new worker's pipe until it is ready
+            self._replace(slot, env)
+            slot, starting = self.slots[slot.index], self.config.start_timeout
         slot.current, slot.background, slot.state, slot.sent_at = query, background, "busy", time.monotonic()
         slot.log_start = worklog.size(slot.log_path)
-        slot.deadline = slot.sent_at + self.config.timeout
+        slot.deadline = slot.sent_at + starting + self.config.timeout
         slot.send(query)
         slot.warm = True
         self.started += 1
@@ -375,7 +390,7 @@ class Pool:
             replies, closed = slot.read_replies()
             for reply in replies:
                 if isinstance(reply, p.Ready):
-                    slot.state, slot.ready = "idle", True
+                    slot.state, slot.ready = "idle" if slot.current is None else "busy", True
                     self.torch_version = reply.torch_version
                     self.warnings.extend(w for w in reply.warnings if w not in self.warnings)
                 elif isinstance(reply, p.Warmed):

@@ -85,6 +85,23 @@ def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):
     assert repro_signature(done.repro).matches(failure.signature)
 
 
+def test_a_device_side_assert_in_a_bigger_graph_is_placed_by_a_launch_blocking_run(tmp_path):
+    # On the H200 (2026-12-01) the injected assert in a 181-node Llama got no guess: the fault is reported
+    # after its kernel's launch returned, so the original's launch trace named no kernel, and the general
+    # search took 17 queries, 147 s. The launch-blocking rerun of the original names the relu kernel.
+    script = tmp_path / "train.py"
+    script.write_text(USER_PROGRAM.format(bug="'runtime_error'", model="build('residual')"))
+    proc = aoti_minify("capture", "--dir", str(tmp_path), "--events", "--", sys.executable, str(script))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    failure = [e for e in events_of(proc) if e.event == "failure"][-1].failure
+    proc, done = minify(failure.launcher)
+    assert "running the original with blocking launches" in proc.stderr
+    placed = [line for line in proc.stderr.splitlines() if "source nodes" in line and "named by Inductor" in line]
+    assert placed and "relu" in placed[0], proc.stderr[-4000:]
+    assert done.nodes == 1
+    assert repro_signature(done.repro).matches(failure.signature)
+
+
 def test_accuracy_failure_minifies_to_relu(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), bug="accuracy", device="cuda")
     _, done = minify(launcher)

@@ -191,6 +191,34 @@ def test_a_shared_fork_server_outlives_its_owner_until_its_drivers_close(tmp_pat
             os.kill(server, signal.SIGKILL)
 
 
+def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path, monkeypatch):
+    # CUDA_LAUNCH_BLOCKING is read once, when CUDA starts in a worker: the pool starts a worker for the one
+    # query that needs it, and an ordinary worker after it, so that no other verdict is taken under it.
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x):
+            return x.relu()
+
+    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(tmp_path / "x.pt2"))
+    (tmp_path / "aoti_lens_env_mark.py").write_text(
+        "import os\nprint('mark:', os.environ.get('AOTI_LENS_MARK'), flush=True)\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    pool = Pool(config(tmp_path, size=1, imports=["aoti_lens_env_mark"], start_timeout=120))
+    try:
+        pool.submit(p.QueryRequest(key="marked", original=True), env={"AOTI_LENS_MARK": "1"})
+        [marked] = pool.wait()
+        pool.submit(p.QueryRequest(key="plain", original=True))
+        [plain] = pool.wait()
+    finally:
+        pool.close()
+    assert (marked.query.key, marked.outcome.status, plain.query.key, plain.outcome.status) == \
+        ("marked", "passed", "plain", "passed")
+    with open(worklog.worker_log(str(tmp_path), 0)) as f:
+        marks = [line.split()[-1] for line in f if line.startswith("mark:")]
+    assert marks == ["None", "1", "None"]
+
+
 def test_a_worker_killed_the_moment_it_is_forked_is_reaped(tmp_path):
     # A minify can end right after it replaced a worker, before the new one has made itself a process
     # group leader: killing that worker must still kill it, and closing the pool must not wait forever.
