@@ -67,13 +67,19 @@ def test_a_triton_kernel_s_source_nodes_come_from_inductor_s_provenance(dumps, t
     assert done.nodes == 1 and "(named by Inductor)" in proc.stderr
 
 
-def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):
+def captured_assert(tmp_path, model: str):
+    """The injected device-side assert in `model`, dumped as a user would: under capture."""
     script = tmp_path / "train.py"
-    script.write_text(USER_PROGRAM.format(bug="'runtime_error'", model="build('seed')"))
+    script.write_text(USER_PROGRAM.format(bug="'runtime_error'", model=model))
     proc = aoti_minify("capture", "--dir", str(tmp_path), "--events", "--", sys.executable, str(script))
     assert proc.returncode == 0, proc.stderr[-4000:]
     failure = [e for e in events_of(proc) if e.event == "failure"][-1].failure
     assert "device-side assert" in failure.signature.message
+    return failure
+
+
+def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):
+    failure = captured_assert(tmp_path, "build('seed')")
     # What the editor sees: only the snapshot (PyTorch's own folder holds no usable dump), claimed by capture.
     from minifier.events import BeginEvent, EventsTail
     from minifier.layout import DumpLayout, launchers_in
@@ -89,11 +95,7 @@ def test_a_device_side_assert_in_a_bigger_graph_is_placed_by_a_launch_blocking_r
     # On the H200 (2026-12-01) the injected assert in a 181-node Llama got no guess: the fault is reported
     # after its kernel's launch returned, so the original's launch trace named no kernel, and the general
     # search took 17 queries, 147 s. The launch-blocking rerun of the original names the relu kernel.
-    script = tmp_path / "train.py"
-    script.write_text(USER_PROGRAM.format(bug="'runtime_error'", model="build('residual')"))
-    proc = aoti_minify("capture", "--dir", str(tmp_path), "--events", "--", sys.executable, str(script))
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    failure = [e for e in events_of(proc) if e.event == "failure"][-1].failure
+    failure = captured_assert(tmp_path, "build('residual')")
     proc, done = minify(failure.launcher)
     assert "running the original with blocking launches" in proc.stderr
     placed = [line for line in proc.stderr.splitlines() if "source nodes" in line and "named by Inductor" in line]
