@@ -133,7 +133,7 @@ class PoolOracle:
         if candidate == self.whole and not self.kernel_known:
             _, analysis = result_signature(result)
             provenance = provenance_in(result.log)
-            kernel = failing_kernel(analysis.kernel if analysis else None, result.log, provenance)
+            kernel = failing_kernel(analysis, result.log, provenance)
             self.found += self.kernel_leads(kernel, provenance)
             if kernel is None and self.unplaced_cuda_fault(result):
                 self.locate()

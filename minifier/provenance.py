@@ -20,7 +20,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from .signature import KernelRef, kernel_ops
+from .signature import ErrorAnalysis, KernelRef, kernel_ops
 from .worker_protocol import GraphInfo
 
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<name>.+?) \]\s*$", re.M)
@@ -70,15 +70,26 @@ EXPENSIVE_OPS = {"convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d"
                  "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
 
 
-def failing_kernel(named: KernelRef | None, log: str, provenance: Mapping[str, list[str]]) -> KernelRef | None:
+def failing_kernel(error: ErrorAnalysis | None, log: str, provenance: Mapping[str, list[str]]) -> KernelRef | None:
     """The kernel a failure happened in: the one its error names, else the one the original's run
-    failed in (from its log: the launch trace and the provenance of its compile)."""
-    if named is not None:
-        return named
-    key = failing_launch(log, provenance)
+    failed in (from its log: the launch trace and the provenance of its compile), else, for an error
+    raised while compiling, the kernel whose code was being generated (`last_generated`)."""
+    if error is not None and error.kernel is not None:
+        return error.kernel
+    compiling = error is not None and error.signature.kind == "compile_error"
+    key = failing_launch(log, provenance) or (last_generated(provenance) if compiling else None)
     if key is None:
         return None
     return KernelRef(name=key.rpartition(":")[0], source_nodes=list(provenance[key]), exact=True)
+
+
+def last_generated(provenance: Mapping[str, list[str]]) -> str | None:
+    """Inductor gives a kernel its debug handle, in code generation order, before generating its code:
+    when generating code raises (the CPU codegen's KeyError 'bufN', an extern call that cannot take a
+    complex scalar) the kernel of the highest handle is the one it failed in. An error of a later step
+    (the C++ compile) names its kernel itself, which comes first."""
+    keys = [k for k in provenance if provenance[k] and k.rpartition(":")[2].isdigit()]
+    return max(keys, key=_handle_number) if keys else None
 
 
 def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:

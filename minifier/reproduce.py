@@ -42,7 +42,7 @@ def describe_failure(session: Session, graph: GraphInfo, result: Result, seconds
     signature, analysis = result_signature(result)
     assert signature is not None
     provenance = provenance_in(result.log)
-    kernel = failing_kernel(analysis.kernel if analysis else None, result.log, provenance)
+    kernel = failing_kernel(analysis, result.log, provenance)
     kernel_source = read_kernel_source(kernel) if kernel else None
     if kernel is not None:
         kernel = resolve_kernel(kernel, graph, kernel_source, provenance=provenance)

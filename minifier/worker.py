@@ -168,13 +168,15 @@ class Worker:
         an output, each output compared with the eager fp32 and fp64 references as the accuracy check
         compares the graph's own outputs. Any error makes the probe inconclusive, never a verdict."""
         import torch
-        from .graph import build_candidate, probe_outputs
+        from .graph import build_candidate, dynamic_shapes, probe_outputs
         package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
         try:
             values = self._values(request.values_path)
             names = probe_outputs(self.flat, values)
-            gm, inputs, _ = build_candidate(self.flat, set(_compute_nodes(self.flat)), values, outputs=names)
-            ep = torch.export.export(gm, tuple(inputs), strict=self.init.export_mode == "dynamo")
+            gm, inputs, dims = build_candidate(self.flat, set(_compute_nodes(self.flat)), values, outputs=names)
+            # the original's Dims, as for every candidate: a bug of symbolic sizes alone diverges only then
+            ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims),
+                                     strict=self.init.export_mode == "dynamo")
             compiled = self._compile(ep, package)
             phase("run", "probe")
             with torch.no_grad():

@@ -1,7 +1,7 @@
 from minifier.events import SourceLine
 from minifier.worker_protocol import GraphInfo, NodeInfo
-from minifier.provenance import failing_kernel, failing_launch, kernel_slices, resolve_kernel, user_frame
-from minifier.signature import KernelRef
+from minifier.provenance import failing_kernel, failing_launch, kernel_slices, last_generated, resolve_kernel, user_frame
+from minifier.signature import ErrorAnalysis, KernelRef, Signature
 
 
 def residual_graph() -> GraphInfo:
@@ -92,4 +92,20 @@ def test_a_failed_api_call_is_placed_by_its_wrapper_line(tmp_path):
     provenance = {"aoti_torch_cpu_mean_dim:30": ["mean"], "aoti_torch_cpu_sub_Tensor:31": ["sub_1"]}
     assert failing_launch(log, provenance) == "aoti_torch_cpu_sub_Tensor:31"
     named = KernelRef(name="cpp_fused_relu_0")
-    assert failing_kernel(named, log, provenance) is named  # the error's own kernel comes first
+    error = ErrorAnalysis(Signature("RuntimeError", "x", "runtime_error"), "x", named)
+    assert failing_kernel(error, log, provenance) is named  # the error's own kernel comes first
+
+
+def test_an_error_raised_while_generating_code_is_placed_in_the_kernel_it_was_generating():
+    # What `aoti-minify run` of nn-mlp-complex_scalar-assertion logged (torch 2.13): the extern sub got its
+    # handle, then generating its call raised AssertionError: got <class 'complex'>.
+    provenance = {"aoti_torch_cpu_addmm_out:1": ["linear"],
+                  "cpp_fused_gelu_view_view_as_complex_0:2": ["view_as_complex", "reshape", "gelu", "linear"],
+                  "aoti_torch_cpu_view_as_complex:3": ["view_as_complex"], "aoti_torch_cpu_sub_Tensor:4": ["sub"]}
+    compiling = ErrorAnalysis(Signature("AssertionError", "got <class 'complex'>", "compile_error"), "x", None)
+    kernel = failing_kernel(compiling, "", provenance)
+    assert (kernel.name, kernel.source_nodes) == ("aoti_torch_cpu_sub_Tensor", ["sub"])
+    running = ErrorAnalysis(Signature("RuntimeError", "x", "runtime_error"), "x", None)
+    assert failing_kernel(running, "", provenance) is None  # a run's error is placed by its launch trace alone
+    assert last_generated({"aoti_torch_cpu_mm_out:10": ["mm"], "cpp_fused_relu_9:9": ["relu"]}) == \
+        "aoti_torch_cpu_mm_out:10"  # by handle number, not by name or string order
