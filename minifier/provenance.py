@@ -168,11 +168,19 @@ def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[
     by_name, order = graph.by_name(), _order(graph)
     singles = sorted(set(singles), key=lambda s: (rarity[by_name[s].op], order(s)))[:MAX_ANCHORS]
     slices = [frozenset({s}) for s in singles] + sorted(groups, key=len)
-    slices = list(dict.fromkeys(s for s in slices if s))
+    slices = list(dict.fromkeys(_with_items(s, graph) for s in slices if s))
     if not exact:
         cheap = [s for s in slices if not expensive(s, graph)]
         slices = cheap or slices
     return slices
+
+
+def _with_items(nodes: frozenset[str], graph: GraphInfo) -> frozenset[str]:
+    """A slice holding a node of several outputs (a torch.cond, an op returning a tuple) takes the getitems
+    that read them: without them its outputs are dead code, compiled away with the bug (the relu inside a
+    cond branch of nn-transformer-cond: each slice passed, and the search took 21 queries)."""
+    items = {n.name for n in graph.nodes if n.kind == "compute" and n.op == "getitem" and set(n.args) & nodes}
+    return nodes | items
 
 
 def expensive(nodes: Iterable[str], graph: GraphInfo) -> bool:
