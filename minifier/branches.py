@@ -18,8 +18,9 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
+from .worker_protocol import BRANCH_SEPARATOR
+
 COND = torch.ops.higher_order.cond
-SEPARATOR = "."
 _OPERANDS = 3  # cond(pred, true_fn, false_fn, operands)
 
 
@@ -29,7 +30,7 @@ class Branch:
     module: fx.GraphModule
 
     def qualified(self, node: fx.Node) -> str:
-        return f"{self.attr}{SEPARATOR}{node.name}"
+        return f"{self.attr}{BRANCH_SEPARATOR}{node.name}"
 
     def compute(self) -> list[fx.Node]:
         return [n for n in self.module.graph.nodes if n.op == "call_function"]
@@ -102,7 +103,7 @@ def rebuild(branches: list[Branch], kept: set[str]) -> Rebuilt:
 
 
 def fed_name(qualified: str) -> str:
-    return "fed_" + qualified.replace(SEPARATOR, "__")
+    return "fed_" + qualified.replace(BRANCH_SEPARATOR, "__")
 
 
 def _branch_module(branch: Branch, mine: set[fx.Node], fed: dict[str, fx.Node],

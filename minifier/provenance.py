@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
 from .signature import ErrorAnalysis, KernelRef, kernel_ops
-from .worker_protocol import GraphInfo
+from .worker_protocol import BRANCH_SEPARATOR, GraphInfo
 
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<name>.+?) \]\s*$", re.M)
 _API_FAILED = re.compile(r"API call failed at (?P<file>/\S+?\.cpp), line (?P<line>\d+)")
@@ -168,19 +168,21 @@ def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[
     by_name, order = graph.by_name(), _order(graph)
     singles = sorted(set(singles), key=lambda s: (rarity[by_name[s].op], order(s)))[:MAX_ANCHORS]
     slices = [frozenset({s}) for s in singles] + sorted(groups, key=len)
-    slices = list(dict.fromkeys(_with_items(s, graph) for s in slices if s))
+    slices = list(dict.fromkeys(_with_parts(s, graph) for s in slices if s))
     if not exact:
         cheap = [s for s in slices if not expensive(s, graph)]
         slices = cheap or slices
     return slices
 
 
-def _with_items(nodes: frozenset[str], graph: GraphInfo) -> frozenset[str]:
+def _with_parts(nodes: frozenset[str], graph: GraphInfo) -> frozenset[str]:
     """A slice holding a node of several outputs (a torch.cond, an op returning a tuple) takes the getitems
-    that read them: without them its outputs are dead code, compiled away with the bug (the relu inside a
-    cond branch of nn-transformer-cond: each slice passed, and the search took 21 queries)."""
-    items = {n.name for n in graph.nodes if n.kind == "compute" and n.op == "getitem" and set(n.args) & nodes}
-    return nodes | items
+    that read them, and a cond its branches' nodes (`cond_name.node`, which read the cond): without them
+    its outputs are dead code or its branches empty, and the bug is compiled away (the relu inside a cond
+    branch of nn-transformer-cond, whose kernel Inductor traces to the cond: each slice passed)."""
+    parts = {n.name for n in graph.nodes if n.kind == "compute" and set(n.args) & nodes
+             and (n.op == "getitem" or BRANCH_SEPARATOR in n.name)}
+    return nodes | parts
 
 
 def expensive(nodes: Iterable[str], graph: GraphInfo) -> bool:

@@ -14,6 +14,10 @@ from .events import SourceLine
 from .launcher import LauncherSpec
 from .signature import ErrorAnalysis
 
+# A node of a torch.cond branch is named `<branch attr>.<node>` (minifier.branches) and reads its cond.
+BRANCH_SEPARATOR = "."
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     """One node of the flattened exported graph, as the torch-free driver sees it."""

@@ -111,15 +111,16 @@ def test_an_error_raised_while_generating_code_is_placed_in_the_kernel_it_was_ge
         "aoti_torch_cpu_mm_out:10"  # by handle number, not by name or string order
 
 
-def test_a_slice_of_a_node_of_several_outputs_keeps_the_getitems_that_read_them():
+def test_a_slice_of_a_node_of_several_outputs_keeps_its_getitems_and_a_cond_its_branches():
     # nn-transformer-cond: the relu lives in a torch.cond branch; {cond} alone has its outputs unread, so
     # Inductor compiles the branch's relu away and the slice passes.
     spec = [("gt", "gt", "aten.gt.Scalar", ["x"]), ("cond", "cond", "higher_order.cond", ["gt", "x"]),
+            ("true_graph_0.relu", "relu", "aten.relu.default", ["cond"]),
             ("getitem", "getitem", "getitem", ["cond"]), ("getitem_1", "getitem", "getitem", ["cond"]),
             ("add", "add", "aten.add.Tensor", ["getitem", "x"])]
     nodes = [NodeInfo("x", "input", "x", "x", [], True)]
     nodes += [NodeInfo(n, "compute", target, op, args, op != "cond") for n, op, target, args in spec]
     graph = GraphInfo(nodes=nodes, outputs=["add", "getitem_1"], code="", torch_version="", device="cpu")
     kernel = KernelRef(name="cpp_fused_gt_relu_0", source_nodes=["gt", "cond"], exact=True)
-    assert kernel_slices(kernel, graph) == [{"gt"}, {"cond", "getitem", "getitem_1"},
-                                            {"gt", "cond", "getitem", "getitem_1"}]
+    parts = {"cond", "true_graph_0.relu", "getitem", "getitem_1"}
+    assert kernel_slices(kernel, graph) == [{"gt"}, parts, {"gt"} | parts]
