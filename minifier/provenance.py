@@ -85,8 +85,8 @@ def failing_kernel(error: ErrorAnalysis | None, log: str, provenance: Mapping[st
 
 def last_generated(provenance: Mapping[str, list[str]]) -> str | None:
     """Inductor gives a kernel its debug handle, in code generation order, before generating its code:
-    when generating code raises (the CPU codegen's KeyError 'bufN', an extern call that cannot take a
-    complex scalar) the kernel of the highest handle is the one it failed in. An error of a later step
+    when generating code raises (an extern call that cannot take a complex scalar: AssertionError: got
+    <class 'complex'>) the kernel of the highest handle is the one it failed in. An error of a later step
     (the C++ compile) names its kernel itself, which comes first."""
     keys = [k for k in provenance if provenance[k] and k.rpartition(":")[2].isdigit()]
     return max(keys, key=_handle_number) if keys else None
@@ -177,7 +177,7 @@ def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[
 
 def _with_parts(nodes: frozenset[str], graph: GraphInfo) -> frozenset[str]:
     """A slice holding a node of several outputs (a torch.cond, an op returning a tuple) takes the getitems
-    that read them, and a cond its branches' nodes (`cond_name.node`, which read the cond): without them
+    that read them, and a cond its branches' nodes (`<branch>.<node>`, which read the cond): without them
     its outputs are dead code or its branches empty, and the bug is compiled away (the relu inside a cond
     branch of nn-transformer-cond, whose kernel Inductor traces to the cond: each slice passed)."""
     parts = {n.name for n in graph.nodes if n.kind == "compute" and set(n.args) & nodes
