@@ -166,7 +166,16 @@ def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[
         groups, singles = [c for _, c in covers], [a for a, _ in covers]
     rarity = Counter(n.op for n in graph.nodes if n.kind == "compute")
     by_name, order = graph.by_name(), _order(graph)
-    singles = sorted(set(singles), key=lambda s: (rarity[by_name[s].op], order(s)))[:MAX_ANCHORS]
+    kernel_ops = set(kernel.aten_ops)
+
+    def evidence(single: str) -> tuple[int, int, int]:
+        """The rarest of the kernel's ops its slice holds, then how many of them: a cond whose branch
+        holds the kernel's relu beats a node of a lone op that only feeds the kernel."""
+        ops = {by_name[n].op for n in _with_parts(frozenset({single}), graph) if n in by_name}
+        held = [rarity[op] for op in ops if op in kernel_ops]
+        return (min(held) if held else rarity[by_name[single].op], -len(held), order(single))
+
+    singles = sorted(set(singles), key=evidence)[:MAX_ANCHORS]
     slices = [frozenset({s}) for s in singles] + sorted(groups, key=len)
     slices = list(dict.fromkeys(_with_parts(s, graph) for s in slices if s))
     if not exact:

@@ -116,11 +116,16 @@ def test_a_slice_of_a_node_of_several_outputs_keeps_its_getitems_and_a_cond_its_
     # Inductor compiles the branch's relu away and the slice passes.
     spec = [("gt", "gt", "aten.gt.Scalar", ["x"]), ("cond", "cond", "higher_order.cond", ["gt", "x"]),
             ("true_graph_0.relu", "relu", "aten.relu.default", ["cond"]),
+            ("true_graph_0.mul", "mul", "aten.mul.Tensor", ["true_graph_0.relu", "cond"]),
             ("getitem", "getitem", "getitem", ["cond"]), ("getitem_1", "getitem", "getitem", ["cond"]),
             ("add", "add", "aten.add.Tensor", ["getitem", "x"])]
     nodes = [NodeInfo("x", "input", "x", "x", [], True)]
     nodes += [NodeInfo(n, "compute", target, op, args, op != "cond") for n, op, target, args in spec]
     graph = GraphInfo(nodes=nodes, outputs=["add", "getitem_1"], code="", torch_version="", device="cpu")
     kernel = KernelRef(name="cpp_fused_gt_relu_0", source_nodes=["gt", "cond"], exact=True)
-    parts = {"cond", "true_graph_0.relu", "getitem", "getitem_1"}
+    parts = {"cond", "true_graph_0.relu", "true_graph_0.mul", "getitem", "getitem_1"}
     assert kernel_slices(kernel, graph) == [{"gt"}, parts, {"gt"} | parts]
+    # knowing the kernel's ops, the cond whose branch holds two of them goes before gt, which holds one
+    kernel = KernelRef(name="cpp_fused_gt_mul_relu_0", aten_ops=["gt", "mul", "relu"], source_nodes=["gt", "cond"],
+                       exact=True)
+    assert kernel_slices(kernel, graph) == [parts, {"gt"}, {"gt"} | parts]
