@@ -24,6 +24,9 @@ from .signature import ErrorAnalysis, KernelRef, kernel_ops
 from .worker_protocol import BRANCH_SEPARATOR, GraphInfo
 
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<name>.+?) \]\s*$", re.M)
+# Inductor runs each Triton kernel while compiling (to pick its launch config); with blocking launches a
+# device-side assert raises there, logged by its launcher before the compile fails.
+_COMPILE_LAUNCH_FAILED = re.compile(r"Failed during launch (?P<name>triton_\w+)")
 _API_FAILED = re.compile(r"API call failed at (?P<file>/\S+?\.cpp), line (?P<line>\d+)")
 _HANDLE = re.compile(r"\[Provenance debug handles\] (?P<key>\S+)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)', re.M)
@@ -93,9 +96,15 @@ def last_generated(provenance: Mapping[str, list[str]]) -> str | None:
 
 
 def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:
-    """The provenance key (`name:handle`) of the kernel a compiled program's run failed in: the one
-    above the wrapper line that a failed AOTI API call names, else the launch that began and never
-    ended (a kernel's n-th launch is its n-th debug handle: the wrapper runs them in that order)."""
+    """The provenance key (`name:handle`) of the kernel a compiled program failed in: the kernel whose
+    launch failed while Inductor compiled it (its first handle), else the one above the wrapper line that
+    a failed AOTI API call names, else the launch that began and never ended (a kernel's n-th launch is
+    its n-th debug handle: the wrapper runs them in that order)."""
+    compiling = _COMPILE_LAUNCH_FAILED.search(log)
+    if compiling:
+        keys = sorted((k for k in provenance if k.rpartition(":")[0] == compiling.group("name")), key=_handle_number)
+        if keys:
+            return keys[0]
     failed = list(_API_FAILED.finditer(log))
     if failed:
         key = _handle_above(failed[-1].group("file"), int(failed[-1].group("line")))

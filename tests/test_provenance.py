@@ -84,6 +84,20 @@ def test_a_run_that_dies_in_a_kernel_is_placed_by_the_launch_trace():
     assert failing_launch(died.replace("[ before_launch: cpp_fused_relu_1 ]", ""), provenance) is None
 
 
+def test_a_launch_that_fails_while_compiling_is_placed_in_its_kernel():
+    # The Llama device-side assert on the H200 (torch 2.11), run with CUDA_LAUNCH_BLOCKING=1: the assert
+    # fired while Inductor ran the kernel during the compile; no launch trace, no API call.
+    provenance = {"triton_poi_fused_1:2": [], "triton_poi_fused__unsafe_view_mul_relu_7:12": ["relu", "mul_3"],
+                  "triton_poi_fused__unsafe_view_mul_relu_7:40": ["relu_1", "mul_9"]}
+    log = ("triton_helpers.py:248: unknown: block: [2,0,0], thread: [95,0,0] Assertion `injected assert fail` failed.\n"
+           "E1201 19:39:03.752000 3176 torch/_inductor/runtime/triton_heuristics.py:984] Failed during launch "
+           "triton_poi_fused__unsafe_view_mul_relu_7: \n")
+    assert failing_launch(log, provenance) == "triton_poi_fused__unsafe_view_mul_relu_7:12"
+    kernel = failing_kernel(None, log, provenance)
+    assert kernel.source_nodes == ["relu", "mul_3"] and kernel.exact
+    assert failing_launch(log.replace("_7:", "_8:"), provenance) is None  # a kernel the compile did not track
+
+
 def test_a_failed_api_call_is_placed_by_its_wrapper_line(tmp_path):
     wrapper = tmp_path / "c1.wrapper.cpp"
     wrapper.write_text("void run() {\n    // [Provenance debug handles] aoti_torch_cpu_mean_dim:30\n    call(0);\n"
