@@ -22,6 +22,7 @@ from dataclasses import replace
 
 from .signature import ErrorAnalysis, KernelRef, kernel_ops
 from .worker_protocol import BRANCH_SEPARATOR, GraphInfo
+from .worklog import CODEGEN_FAILED
 
 _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<name>.+?) \]\s*$", re.M)
 # Inductor runs each Triton kernel while compiling (to pick its launch config); with blocking launches a
@@ -76,14 +77,21 @@ EXPENSIVE_OPS = {"convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d"
 def failing_kernel(error: ErrorAnalysis | None, log: str, provenance: Mapping[str, list[str]]) -> KernelRef | None:
     """The kernel a failure happened in: the one its error names, else the one the original's run
     failed in (from its log: the launch trace and the provenance of its compile), else, for an error
-    raised while compiling, the kernel whose code was being generated (`last_generated`)."""
+    raised while compiling, the kernel whose code was being generated (`failed_codegen`, else
+    `last_generated`)."""
     if error is not None and error.kernel is not None:
         return error.kernel
     compiling = error is not None and error.signature.kind == "compile_error"
-    key = failing_launch(log, provenance) or (last_generated(provenance) if compiling else None)
+    fused = failed_codegen(provenance) if compiling else None
+    key = failing_launch(log, provenance) or fused or (last_generated(provenance) if compiling else None)
     if key is None:
         return None
-    return KernelRef(name=key.rpartition(":")[0], source_nodes=list(provenance[key]), exact=True)
+    return KernelRef(name=key.rpartition(":")[0], source_nodes=list(provenance[key]), exact=True, fused=key == fused)
+
+
+def failed_codegen(provenance: Mapping[str, list[str]]) -> str | None:
+    """The scheduler node whose code generation raised (recorded by the worker: it has no handle yet)."""
+    return next((k for k in provenance if k.endswith(f":{CODEGEN_FAILED}") and provenance[k]), None)
 
 
 def last_generated(provenance: Mapping[str, list[str]]) -> str | None:
@@ -169,7 +177,9 @@ def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[
     compute = set(graph.compute_nodes())
     exact = frozenset(kernel.source_nodes) & compute if kernel.exact else frozenset()
     if exact:
-        groups, singles = [exact], list(exact)
+        # a kernel that failed while its nodes were fused into one needs them together (index_put's mask
+        # fused into a softmax: each single node passed, and cost the group 11 s on BERT)
+        groups, singles = [exact], ([] if kernel.fused else list(exact))
     else:
         covers = _anchored_covers(kernel.aten_ops, graph)
         groups, singles = [c for _, c in covers], [a for a, _ in covers]

@@ -72,6 +72,7 @@ class KernelRef:
     source_nodes: list[str] = field(default_factory=list)
     aten_ops: list[str] = field(default_factory=list)
     exact: bool = False  # source_nodes named by Inductor (provenance, wrapper comments), not guessed from ops
+    fused: bool = False  # it failed while Inductor generated one kernel of all its source nodes: no one node alone
 
 
 @dataclass(frozen=True)

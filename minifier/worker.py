@@ -25,7 +25,7 @@ from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
 from .signature import Phase, analyze_error
-from .worklog import LOG_LIMIT, keep_under, phase, provenance_mark
+from .worklog import CODEGEN_FAILED, LOG_LIMIT, keep_under, phase, provenance_mark
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
@@ -349,11 +349,58 @@ def recording_provenance():
     patches = {"trace.provenance_tracking_level": 1, "force_disable_caches": True,
                "aot_inductor.debug_intermediate_value_printer": "3"}
     try:
-        with inductor_config.patch(patches):
+        with inductor_config.patch(patches), recording_failed_codegen(kernels, debug):
             yield
     finally:
         debug.reset_provenance_globals = resetting
         provenance_mark(kernels)
+
+
+# The backends whose codegen_node turns one scheduler node (fused or not) into a kernel.
+_CODEGEN_BACKENDS = (("torch._inductor.codegen.cpp", "CppScheduling"), ("torch._inductor.codegen.simd", "SIMDScheduling"))
+
+
+@contextlib.contextmanager
+def recording_failed_codegen(kernels: dict[str, list[str]], debug):
+    """When generating a kernel's code raises (Inductor's CPU outer-loop fusion: `KeyError: 'buf59'`,
+    pytorch/pytorch#188228), the kernel has no provenance handle yet: record the graph nodes of the
+    scheduler node being generated, under `<node>:codegen-failed`."""
+    originals = []
+    for module_name, class_name in _CODEGEN_BACKENDS:
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError):
+            continue
+        originals.append((cls, cls.codegen_node))
+        cls.codegen_node = _recording(cls.codegen_node, kernels, debug)
+    try:
+        yield
+    finally:
+        for cls, original in originals:
+            cls.codegen_node = original
+
+
+def _recording(codegen_node, kernels: dict[str, list[str]], debug):
+    def wrapped(self, node, *args, **kwargs):
+        try:
+            return codegen_node(self, node, *args, **kwargs)
+        except Exception:
+            if not any(key.endswith(CODEGEN_FAILED) for key in kernels):
+                kernels[f"{node.get_name()}:{CODEGEN_FAILED}"] = _graph_nodes_of(node, debug)
+            raise
+    return wrapped
+
+
+def _graph_nodes_of(node, debug) -> list[str]:
+    """The exported graph's nodes a scheduler node came from (Inductor's post-grad -> pre-grad map)."""
+    post_to_pre = getattr(debug, "_inductor_post_to_pre_grad_nodes", {}).get("postToPre", {})
+    found: list[str] = []
+    for snode in node.get_nodes():
+        for origin in getattr(snode.node, "origins", ()) or ():
+            for name in post_to_pre.get(origin.name, [origin.name]):
+                if name not in found:
+                    found.append(name)
+    return found
 
 
 def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:

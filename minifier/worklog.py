@@ -23,6 +23,8 @@ LOG_LIMIT = 32 << 20  # bytes of one worker's log, about: what it printed in the
 _WORKER_LOG = "worker-{}.log"
 PHASE_MARK = "[aoti-lens phase] "
 PROVENANCE_MARK = "[aoti-lens provenance] "
+# A provenance key `<scheduler node>:codegen-failed`: the fused node whose code generation raised.
+CODEGEN_FAILED = "codegen-failed"
 _WORKER_HEADER = re.compile(r"^=== worker (\d+), start (\d+) at ([0-9.]+), forked by (\d+) ===$", re.MULTILINE)
 _SERVER_HEADER = re.compile(r"^=== fork server (\d+) started at ([0-9.]+) ===$", re.MULTILINE)
 

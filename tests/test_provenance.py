@@ -62,6 +62,9 @@ def test_exact_source_nodes_from_inductor_provenance_win_over_op_names():
     slices = kernel_slices(kernel, graph)
     assert slices[0] == {"relu"} and {"add0", "relu", "ln1"} in slices
     assert all(s <= {"add0", "relu", "ln1"} for s in slices)  # no op-name guesses beside exact evidence
+    fused = resolve_kernel(KernelRef(name="op4", source_nodes=["add0", "relu", "ln1"], exact=True, fused=True),
+                           graph, None)
+    assert kernel_slices(fused, graph) == [{"add0", "relu", "ln1"}]  # a fusion that failed: no node alone
 
 
 def test_guesses_skip_expensive_ops_when_a_cheaper_guess_exists():
@@ -123,6 +126,18 @@ def test_an_error_raised_while_generating_code_is_placed_in_the_kernel_it_was_ge
     assert failing_kernel(running, "", provenance) is None  # a run's error is placed by its launch trace alone
     assert last_generated({"aoti_torch_cpu_mm_out:10": ["mm"], "cpp_fused_relu_9:9": ["relu"]}) == \
         "aoti_torch_cpu_mm_out:10"  # by handle number, not by name or string order
+
+
+def test_a_kernel_whose_code_generation_raised_is_placed_before_the_last_handle():
+    # torch 2.13's CPU outer-loop fusion raises KeyError: 'buf59' while generating the masked softmax's
+    # kernel, which has no handle yet; the worker records the scheduler node's graph nodes.
+    provenance = {"cpp_fused_mean_0:1": ["mean"], "aoti_torch_cpu_mm_out:2": ["matmul"],
+                  "op12:codegen-failed": ["full", "index_put_", "add", "softmax"]}
+    compiling = ErrorAnalysis(Signature("KeyError", "'buf<n>'", "compile_error"), "x", None)
+    kernel = failing_kernel(compiling, "", provenance)
+    assert (kernel.name, kernel.source_nodes, kernel.exact) == ("op12", ["full", "index_put_", "add", "softmax"], True)
+    assert kernel.fused and not failing_kernel(compiling, "", {"cpp_fused_mean_0:1": ["mean"]}).fused
+    assert failing_kernel(compiling, "", {**provenance, "op12:codegen-failed": []}).name == "aoti_torch_cpu_mm_out"
 
 
 def test_a_slice_of_a_node_of_several_outputs_keeps_its_getitems_and_a_cond_its_branches():

@@ -51,6 +51,8 @@ def test_real_hf_model_failure_reproduces_with_its_signature(tmp_path):
     assert failure.signature.exc_type == "KeyError"
     assert re.fullmatch(r"'buf(\d+|<\w+>)'", failure.signature.message), failure.signature.message
     assert failure.nodes > 100  # the whole model, not a toy graph
+    # raised while generating the kernel that fuses the mask's index_put into the softmax: placed there
+    assert failure.kernel.fused and {"index_put_", "softmax"} <= set(failure.kernel.source_nodes), failure.kernel
     written = json.load(open(os.path.join(os.path.dirname(launcher), "failure.json")))
     assert written["signature"]["exc_type"] == "KeyError" and written["nodes"] == failure.nodes
     assert "index_put" in written["graph"] and "scaled_dot_product_attention" in written["graph"]
