@@ -191,9 +191,15 @@ class Race:
                 del self.running[candidate]
 
 
+# A graph of at most this many nodes is split into single nodes at once. A guess that wins is a slice
+# built around the evidence, most of whose nodes the failure needs: its halves pass, and ddmin's
+# doubling to single nodes cost nn-transformer-cond 9 queries, 28 s, from 5 nodes to the cond and its relu.
+SMALL_GRAPH = 8
+
+
 def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None) -> Candidate:
     current = start
-    n = 2 if not max_granularity else max(2, math.ceil(len(current) / max_granularity))
+    n = _first_granularity(current, max_granularity)
     while len(current) >= 2:
         n = min(n, len(current))
         chunks = [space.closure(c) for c in _split(space.ordered(current), n)]
@@ -205,10 +211,17 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
                 break
             n = min(2 * n, len(current))
             continue
-        # a chunk, or a guess that won: start again at halves; a complement: one chunk fewer
-        n = max(n - 1, 2) if hit in complements and hit not in chunks else 2
+        # a chunk, or a guess that won: start again at halves (single nodes when small); a complement:
+        # one chunk fewer
+        n = max(n - 1, 2) if hit in complements and hit not in chunks else _first_granularity(hit, None)
         current = hit
     return current
+
+
+def _first_granularity(current: Candidate, max_granularity: int | None) -> int:
+    if len(current) <= SMALL_GRAPH:
+        return max(2, len(current))
+    return 2 if not max_granularity else max(2, math.ceil(len(current) / max_granularity))
 
 
 def _split(items: list[str], n: int) -> list[Candidate]:

@@ -70,6 +70,21 @@ def test_max_granularity_starts_with_small_chunks():
     assert calls[0] == 16
 
 
+def test_a_small_graph_is_split_into_single_nodes_at_once():
+    # nn-transformer-cond: the guess that won held the cond, its getitem and three branch nodes; the
+    # failure needs two of them. Halves of such a graph pass: one round per removed node instead.
+    names, space = chain(64)
+    rounds = []
+
+    class Recorder(CountingOracle):
+        def first_failing(self, candidates, current):
+            rounds.append(len(current))
+            return super().first_failing(candidates, current)
+
+    assert minimize(space, frozenset(names[40:45]), Recorder(lambda c: {"n41", "n43"} <= c)) == {"n41", "n43"}
+    assert rounds == [5, 4, 3, 2]  # halves first took [5, 5, 4, 3, 3, 2]
+
+
 def test_a_concurrent_round_waits_for_smaller_candidates_but_not_larger_ones():
     one, four, six = frozenset("a"), frozenset("abcd"), frozenset("abcdef")
     round_ = [one, four, six]
