@@ -9,6 +9,8 @@
 #   BENCH_ARGS=--no-compare adds bench/run.py options (here: skip the --no-slice and --slices-first runs).
 # Installs the carried wheels (.whl/, see docs/gpu.md), runs the `gpu`-marked tests, the language-server
 # session on real GPU dumps, and the GPU benchmark against PyTorch's own minifier; prints a table last.
+# The GPU tests take about ten minutes (2026-12-01, H200): where a command gets ten, run them in two,
+#   GPU_TESTS_K="not bigger_graph" bash scripts/gpu-check.sh tests; GPU_TESTS_K=bigger_graph bash scripts/gpu-check.sh tests
 # --parallel runs the named parts side by side, for machines that lend a command only minutes; leave the
 # benchmark out of such a run, since its timings are the point.
 # Logs go to $OUT (the device tool's folder) or .artifacts/gpu.
