@@ -197,9 +197,10 @@ class Race:
 SMALL_GRAPH = 8
 
 
-def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None) -> Candidate:
+def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None,
+             small_graph: int = SMALL_GRAPH) -> Candidate:
     current = start
-    n = _first_granularity(current, max_granularity)
+    n = _first_granularity(current, max_granularity, small_graph)
     while len(current) >= 2:
         n = min(n, len(current))
         chunks = [space.closure(c) for c in _split(space.ordered(current), n)]
@@ -213,13 +214,13 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
             continue
         # a chunk, or a guess that won: start again at halves (single nodes when small); a complement:
         # one chunk fewer
-        n = max(n - 1, 2) if hit in complements and hit not in chunks else _first_granularity(hit, None)
+        n = max(n - 1, 2) if hit in complements and hit not in chunks else _first_granularity(hit, None, small_graph)
         current = hit
     return current
 
 
-def _first_granularity(current: Candidate, max_granularity: int | None) -> int:
-    if len(current) <= SMALL_GRAPH:
+def _first_granularity(current: Candidate, max_granularity: int | None, small_graph: int) -> int:
+    if len(current) <= small_graph:
         return max(2, len(current))
     return 2 if not max_granularity else max(2, math.ceil(len(current) / max_granularity))
 

@@ -21,7 +21,7 @@ from lsp_helpers import alive, fake_dump, lsp_session, processes_in, until, uri
 @pytest.mark.compile
 async def test_a_killed_server_leaves_no_process_and_its_restart_shows_the_last_checkpoint(tmp_path, dumps):
     ws = tmp_path / "ws"
-    # no kernel to slice; a graph above search.SMALL_GRAPH is halved first, so there is a checkpoint to stop at
+    # no kernel to slice; 12 nodes are halved first, so there is a checkpoint to stop at before the end
     launcher = dumps.get(str(ws / "a"), model="residual", blocks=2, bug="accuracy", reproduced=True)
     layout = DumpLayout.of(launcher)
     # one worker: the search's own steps, with no guess (the accuracy probe) racing it to 1 node at once
