@@ -109,10 +109,8 @@ def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:
     a failed AOTI API call names, else the launch that began and never ended (a kernel's n-th launch is
     its n-th debug handle: the wrapper runs them in that order)."""
     compiling = _COMPILE_LAUNCH_FAILED.search(log)
-    if compiling:
-        keys = sorted((k for k in provenance if k.rpartition(":")[0] == compiling.group("name")), key=_handle_number)
-        if keys:
-            return keys[0]
+    if compiling and (keys := _launches_of(compiling.group("name"), provenance)):
+        return keys[0]
     failed = list(_API_FAILED.finditer(log))
     if failed:
         key = _handle_above(failed[-1].group("file"), int(failed[-1].group("line")))
@@ -123,8 +121,13 @@ def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:
         return None
     name = launches[-1].group("name")
     nth = sum(1 for m in launches if m.group("when") == "before" and m.group("name") == name)
-    keys = sorted((k for k in provenance if k.rpartition(":")[0] == name), key=_handle_number)
+    keys = _launches_of(name, provenance)
     return keys[nth - 1] if nth <= len(keys) else None
+
+
+def _launches_of(name: str, provenance: Mapping[str, list[str]]) -> list[str]:
+    """A kernel's provenance keys in the order the wrapper launches it (by debug handle)."""
+    return sorted((k for k in provenance if k.rpartition(":")[0] == name), key=_handle_number)
 
 
 def _handle_above(wrapper: str, line: int) -> str | None:
