@@ -12,7 +12,9 @@ import contextlib
 import errno
 import importlib
 import importlib.util
+import logging
 import os
+import re
 import select
 import shutil
 import signal
@@ -71,10 +73,9 @@ class Worker:
             warnings.append(f"the launcher was written by torch {request.launcher.torch_version}; "
                             f"replaying it with torch {torch.__version__}")
         try:
-            self.ep = torch.export.load(request.launcher.pt2)
+            self.ep = _load_program(request.launcher.pt2)
         except Exception as e:
-            return p.WorkerFailed(code="bad_input", message=f"cannot load {request.launcher.pt2}: "
-                                  f"{type(e).__name__}: {str(e)[:500]} (corrupt file, or written by another torch?)")
+            return p.WorkerFailed(code="bad_input", message=_load_failure(request.launcher.pt2, e))
         from .graph import flatten
         try:
             self.flat = flatten(self.ep)
@@ -450,6 +451,41 @@ def _apply_config(launcher) -> list[str]:
             warnings.append(f"config {assignment.module}.{assignment.attr} not applied ({type(e).__name__}: {e}); "
                             "the launcher may come from another torch version")
     return warnings
+
+
+def _load_program(path: str):
+    """torch.export.load, keeping the cause it only logs: it raises a bare "error when deserializing"."""
+    import torch
+
+    causes: list[BaseException] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.exc_info and record.exc_info[1] is not None:
+                causes.append(record.exc_info[1])
+
+    logger, keep = logging.getLogger("torch.export"), Keep()
+    logger.addHandler(keep)
+    try:
+        return torch.export.load(path)
+    except Exception as e:
+        if causes and e.__cause__ is None:
+            raise e from causes[-1]
+        raise
+    finally:
+        logger.removeHandler(keep)
+
+
+def _load_failure(path: str, error: BaseException) -> str:
+    """The usual cause first: a custom op that nothing imported here registers."""
+    cause = error.__cause__ or error
+    unresolved = re.search(r"failed to resolve (\S+) to an operator", str(cause))
+    if unresolved:
+        return (f"cannot load {path}: the program calls {unresolved.group(1)}, which no module imported here "
+                "registers; pass --import MODULE (the editor's aoti.imports setting) naming the library that "
+                "defines it")
+    return (f"cannot load {path}: {type(cause).__name__}: {str(cause)[:500]} "
+            "(corrupt file, or written by another torch?)")
 
 
 def _missing_compiler() -> str | None:

@@ -268,3 +268,10 @@ def test_bad_programs_and_launcher_paths_exit_3_with_one_line(dumps, tmp_path):
     loop = tmp_path / "loop.py"
     os.symlink(loop, loop)
     assert "symbolic links" in one_line_error(aoti_minify("run", str(loop), "--events"), 3)
+
+
+def test_a_program_with_a_custom_op_not_imported_names_the_op_and_the_way_to_register_it(dumps, tmp_path):
+    """torch.export.load only logs why it failed; a user who forgot --import must not read "corrupt file"."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-dynamic_fake-accuracy")
+    line = one_line_error(aoti_minify("run", launcher, "--events"), 3)
+    assert "torch.ops.aoti_lens_examples.pool_tokens" in line and "--import" in line and "corrupt" not in line, line
