@@ -87,6 +87,7 @@ class PoolOracle:
         self.retried: set[Candidate] = set()
         self.warned: set[str] = set()
         self.found: list[Candidate] = []
+        self.probed: list[Candidate] | None = None  # the accuracy probe's slices, once it answered
         self.kernel_known = False
 
     # --- search.Tester -----------------------------------------------------------------------------
@@ -117,7 +118,7 @@ class PoolOracle:
 
     def answer(self, result: Result) -> None:
         if result.query.key == PROBE_KEY:
-            self.found += self.localized(result)
+            self.probed = self.localized(result)
             return
         if result.query.key == LOCATE_KEY:
             self.found += self.located(result)
@@ -204,11 +205,17 @@ class PoolOracle:
         for key in (PROBE_KEY, LOCATE_KEY):
             self.pool.cancel(key)
 
-    def probe(self) -> None:
-        """Start the accuracy probe in the background (see worker.Worker.probe)."""
-        if self.session.options.slicing:
-            self.pool.submit(p.QueryRequest(key=PROBE_KEY, probe=True, values_path=self.session.layout.values),
-                             background=True)
+    def probe(self) -> bool:
+        """Start the accuracy probe in the background (see worker.Worker.probe); False if slicing is off."""
+        if not self.session.options.slicing:
+            return False
+        self.pool.submit(p.QueryRequest(key=PROBE_KEY, probe=True, values_path=self.session.layout.values),
+                         background=True)
+        return True
+
+    def probing(self) -> bool:
+        """The probe has not answered yet, and still can (something is in flight)."""
+        return self.probed is None and self.pool.in_flight()
 
     def localized(self, result: Result) -> list[Candidate]:
         """The first node whose compiled value diverges, alone, then with its producers: the slices
@@ -226,8 +233,10 @@ class PoolOracle:
         rings = [{first}]
         for _ in range(MAX_PROBE_LEADS - 1):
             rings.append(rings[-1] | {a for n in rings[-1] for a in args.get(n, ()) if a in args})
-        slices = [self.space.closure(r) for r in rings]
-        return list(dict.fromkeys(s for s in slices if s != self.whole))
+        slices = list(dict.fromkeys(s for s in (self.space.closure(r) for r in rings) if s != self.whole))
+        # The node alone is the likeliest (a wrong kernel), the widest ring next: a lying fake kernel needs its
+        # producers (RoBERTa's row_scale: 1 node passes, 3 abort, 4 fail), and two workers start these first.
+        return slices[:1] + slices[:0:-1]
 
     # --- candidates and checkpoints ----------------------------------------------------------------
 
@@ -363,12 +372,16 @@ def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphIn
         race.start(full)
     if saved is not None and saved.kernel is not None:
         race.race(oracle.kernel_leads(saved.kernel, {}))
-    if session.accuracy:
-        oracle.probe()
+    probing = bool(session.accuracy) and oracle.probe()
     if not session.options.skip_sanity:
         race.verdict(full)
         oracle.target = sanity(session, oracle, full)
         oracle.reclassify()
+    if probing:
+        # Localized by values, not by search: the probe compiles beside the whole graph and answers about when
+        # it does; its slices go ahead of the first round, on every worker.
+        race.until(lambda: not oracle.probing())
+        race.lead(oracle.probed or [])
     reporter.emit(StartEvent(nodes=len(full), signature=oracle.target or Signature("Any", "any failure"),
                              graph=graph.code, workers=session.options.workers))
     reporter.say(f"target: {oracle.target.describe() if oracle.target else 'any failure'}")

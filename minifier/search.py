@@ -10,9 +10,10 @@ the same 7-node repro).
 
 Guesses never hold it up. `Race` runs the rounds on a `Tester` (the worker pool, or a simulated clock
 in the tests) and races guesses beside them: subgraphs that evidence points to (the failing kernel's
-source nodes, the first intermediate value that diverges). A guess runs in the background on a
-worker the rounds leave free, lives across rounds, and wins only by answering first: a failing
-guess smaller than the current graph replaces it at once. Whatever can no longer matter (a graph
+source nodes, the first intermediate value that diverges). A guess from a kernel's origin runs in the
+background on a worker the rounds leave free; one from diverging values goes ahead of the first round
+(`lead`). Either lives across rounds and wins only by failing first: a failing guess smaller than the
+current graph replaces it at once. Whatever can no longer matter (a graph
 not smaller than the current one, a round's candidate outside it) is stopped.
 """
 
@@ -117,6 +118,19 @@ class Race:
             if guess not in self.racers:
                 self.racers.append(guess)
                 self._start(guess, background=True)
+
+    def lead(self, guesses: Iterable[Candidate]) -> None:
+        """Start guesses in the foreground, ahead of the rounds queued after them: evidence of values (the
+        accuracy probe's first diverging node) is tried first. They still win only by failing."""
+        for guess in guesses:
+            if guess not in self.racers:
+                self.racers.append(guess)
+            self._start(guess, background=False)
+
+    def until(self, done: Callable[[], bool]) -> None:
+        """Let what runs answer until `done()` (the guesses go on)."""
+        while not done():
+            self._step()
 
     def start(self, candidate: Candidate) -> None:
         """Queue one candidate in the foreground, ahead of guesses queued after it."""

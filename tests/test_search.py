@@ -191,6 +191,21 @@ def test_a_fast_right_guess_wins_and_stops_the_round():
     assert set(pool.stopped) == set(halves)
 
 
+def test_guesses_from_values_go_ahead_of_the_first_round_and_still_win_only_by_failing():
+    names, space = chain(64)
+    pool = SimulatedPool(lambda c: "n40" in c)
+    race = Race(pool)
+    whole = frozenset(names)
+    pool._verdicts[whole] = "fails"
+    alone, widest = frozenset({"n41"}), frozenset({"n39", "n40", "n41"})  # the first one passes
+    race.lead([alone, widest])
+    assert minimize(space, whole, race) == {"n40"}
+    assert pool.started[:2] == [(alone, False), (widest, False)]  # queued before the first round's halves
+    assert pool.verdicts[alone] == "passes" and pool.verdicts[widest] == "fails"
+    assert pool.now < 0.3 + 0.2 * 2  # the halves (3.2 s) were stopped when the 3-node guess failed at 0.3 s
+    assert frozenset(names[:32]) in pool.stopped
+
+
 def test_a_guess_that_answers_late_still_replaces_the_current_graph():
     pair = frozenset({"n40", "n41"})
     latency = lambda c: 6.0 if c == pair else len(c) / 10  # noqa: E731
