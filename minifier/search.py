@@ -212,9 +212,11 @@ SMALL_GRAPH = 8
 
 
 def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None,
-             small_graph: int = SMALL_GRAPH) -> Candidate:
+             small_graph: int = SMALL_GRAPH, guessed: bool = False) -> Candidate:
+    """ddmin from `start`. A small graph is split into single nodes at once: always when it is a guess that
+    won (`guessed`: the start, or a hit from outside the round), and up to `small_graph` nodes otherwise."""
     current = start
-    n = _first_granularity(current, max_granularity, small_graph)
+    n = _first_granularity(current, max_granularity, max(small_graph, SMALL_GRAPH if guessed else 0))
     while len(current) >= 2:
         n = min(n, len(current))
         chunks = [space.closure(c) for c in _split(space.ordered(current), n)]
@@ -228,7 +230,10 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
             continue
         # a chunk, or a guess that won: start again at halves (single nodes when small); a complement:
         # one chunk fewer
-        n = max(n - 1, 2) if hit in complements and hit not in chunks else _first_granularity(hit, None, small_graph)
+        if hit in complements and hit not in chunks:
+            n = max(n - 1, 2)
+        else:
+            n = _first_granularity(hit, None, max(small_graph, 0 if hit in candidates else SMALL_GRAPH))
         current = hit
     return current
 

@@ -85,6 +85,26 @@ def test_a_small_graph_is_split_into_single_nodes_at_once():
     assert rounds == [5, 4, 3, 2]  # halves first took [5, 5, 4, 3, 3, 2]
 
 
+def test_a_guess_that_won_is_split_at_once_even_where_the_search_halves_small_graphs():
+    # RoBERTa's lying fake kernel under the loose accuracy check (small_graph=0, PyTorch's halving order): the
+    # probe's widest ring won with 4 nodes, all needed; its halves pass, and a worker waited for the round.
+    names, space = chain(64)
+    needs_all = lambda c: {"n40", "n41", "n42", "n43"} <= c  # noqa: E731
+    sizes = []
+
+    class Recorder(CountingOracle):
+        def first_failing(self, candidates, current):
+            sizes.append(sorted({len(c) for c in candidates}))
+            return super().first_failing(candidates, current)
+
+    ring = frozenset(names[40:44])
+    assert minimize(space, ring, Recorder(needs_all), small_graph=0, guessed=True) == ring
+    assert sizes == [[1, 3]]  # single nodes and their complements, one round
+    sizes.clear()
+    assert minimize(space, ring, Recorder(needs_all), small_graph=0) == ring
+    assert sizes == [[2], [1, 3]]  # halves first
+
+
 def test_a_concurrent_round_waits_for_smaller_candidates_but_not_larger_ones():
     one, four, six = frozenset("a"), frozenset("abcd"), frozenset("abcdef")
     round_ = [one, four, six]
