@@ -39,6 +39,7 @@ LOCATE_KEY = "locate"
 LAUNCH_BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}
 OUTSIDE_SIGNALS = {"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"}
 MAX_PROBE_LEADS = 3  # slices around the first diverging node, widening
+PROBE_GRACE = 5.0  # seconds the first round waits for the probe after the whole graph's verdict, at least
 
 
 class DoesNotFail(RuntimeError):
@@ -88,6 +89,8 @@ class PoolOracle:
         self.warned: set[str] = set()
         self.found: list[Candidate] = []
         self.probed: list[Candidate] | None = None  # the accuracy probe's slices, once it answered
+        self.probe_late = False  # the rounds have started: the probe's slices race as guesses
+        self.wake_at: float | None = None  # a wait returns by then (monotonic), answered or not
         self.kernel_known = False
 
     # --- search.Tester -----------------------------------------------------------------------------
@@ -105,7 +108,7 @@ class PoolOracle:
         self.pool.cancel(key_of(candidate))
 
     def wait(self) -> None:
-        for result in self.pool.wait():
+        for result in self.pool.wait(until=self.wake_at):
             self.answer(result)
         self.progress.queries = self.pool.started
         self.reporter.warn_new(self.pool.warnings, self.warned)
@@ -119,6 +122,8 @@ class PoolOracle:
     def answer(self, result: Result) -> None:
         if result.query.key == PROBE_KEY:
             self.probed = self.localized(result)
+            if self.probe_late:
+                self.found += self.probed
             return
         if result.query.key == LOCATE_KEY:
             self.found += self.located(result)
@@ -213,9 +218,22 @@ class PoolOracle:
                          background=True)
         return True
 
-    def probing(self) -> bool:
-        """The probe has not answered yet, and still can (something is in flight)."""
-        return self.probed is None and self.pool.in_flight()
+    def probe_first(self, race: Race, grace: float) -> None:
+        """Queue the probe's slices ahead of the first round, waiting `grace` seconds at most for it to answer:
+        it compiles beside the whole graph and answers about when that does (within 1 s on every workload
+        measured), but one slower than that, or hung, must not hold up the search: its slices then race as
+        guesses when they come."""
+        self.wake_at = time.monotonic() + grace
+        try:
+            race.until(lambda: self.probed is not None or not self.pool.in_flight()
+                       or time.monotonic() >= self.wake_at)
+        finally:
+            self.wake_at = None
+        self.probe_late = True
+        if self.probed is None:
+            self.reporter.say(f"the accuracy probe has not answered {grace:.0f} s after the whole graph; "
+                              "the search starts, its slices will race beside it")
+        race.lead(self.probed or [])
 
     def localized(self, result: Result) -> list[Candidate]:
         """The first node whose compiled value diverges, alone, then with its producers: the slices
@@ -379,11 +397,9 @@ def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphIn
         race.verdict(full)
         oracle.target = sanity(session, oracle, full)
         oracle.reclassify()
-    if probing:
-        # Localized by values, not by search: the probe compiles beside the whole graph and answers about when
-        # it does; its slices go ahead of the first round, on every worker.
-        race.until(lambda: not oracle.probing())
-        race.lead(oracle.probed or [])
+    if probing:  # localized by values, not by search: the probe's slices go ahead of the first round
+        whole = oracle.results.get(full)
+        oracle.probe_first(race, grace=max(PROBE_GRACE, whole.seconds / 2 if whole else 0.0))
     reporter.emit(StartEvent(nodes=len(full), signature=oracle.target or Signature("Any", "any failure"),
                              graph=graph.code, workers=session.options.workers))
     reporter.say(f"target: {oracle.target.describe() if oracle.target else 'any failure'}")

@@ -285,9 +285,10 @@ class Pool:
     def in_flight(self) -> bool:
         return bool(self.foreground or self.background) or any(s.current is not None for s in self.slots)
 
-    def wait(self) -> list[Result]:
-        """Block until some queries have results (none when nothing is queued or running)."""
-        while self.in_flight():
+    def wait(self, until: float | None = None) -> list[Result]:
+        """Block until some queries have results (none when nothing is queued or running), or until the
+        monotonic time `until` (none then either)."""
+        while self.in_flight() and (until is None or time.monotonic() < until):
             self._dispatch()
             new: list[Result] = []
             for slot, reply in self._poll():

@@ -219,6 +219,26 @@ def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path
     assert marks == ["None", "1", "None"]
 
 
+def test_a_wait_with_a_deadline_returns_by_then_and_the_query_answers_later(tmp_path):
+    # the first round waits for the accuracy probe only so long (minify.PoolOracle.probe_first)
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x):
+            return x.relu()
+
+    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(tmp_path / "x.pt2"))
+    pool = Pool(config(tmp_path, size=1, start_timeout=120))
+    try:
+        pool.submit(p.QueryRequest(key="slow", original=True))  # an AOTI compile: seconds
+        # without the deadline this wait would return the answer
+        assert pool.wait(until=time.monotonic() + 0.5) == [] and pool.in_flight()
+        [answered] = pool.wait()
+    finally:
+        pool.close()
+    assert answered.query.key == "slow" and answered.outcome.status == "passed"
+
+
 def test_a_worker_killed_the_moment_it_is_forked_is_reaped(tmp_path):
     # A minify can end right after it replaced a worker, before the new one has made itself a process
     # group leader: killing that worker must still kill it, and closing the pool must not wait forever.
