@@ -13,8 +13,8 @@ in the tests) and races guesses beside them: subgraphs that evidence points to (
 source nodes, the first intermediate value that diverges). A guess from a kernel's origin runs in the
 background on a worker the rounds leave free; one from diverging values goes ahead of the first round
 (`lead`). Either lives across rounds and wins only by failing first: a failing guess smaller than the
-current graph replaces it at once. Whatever can no longer matter (a graph
-not smaller than the current one, a round's candidate outside it) is stopped.
+current graph replaces it at once. Whatever can no longer matter (a graph not smaller than the current
+one, a round's candidate outside it) is stopped.
 """
 
 from __future__ import annotations
