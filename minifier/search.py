@@ -215,8 +215,11 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
              small_graph: int = SMALL_GRAPH, guessed: bool = False) -> Candidate:
     """ddmin from `start`. A small graph is split into single nodes at once: always when it is a guess that
     won (`guessed`: the start, or a hit from outside the round), and up to `small_graph` nodes otherwise."""
+    def split_below(guess: bool) -> int:
+        return max(small_graph, SMALL_GRAPH if guess else 0)
+
     current = start
-    n = _first_granularity(current, max_granularity, max(small_graph, SMALL_GRAPH if guessed else 0))
+    n = _first_granularity(current, max_granularity, split_below(guessed))
     while len(current) >= 2:
         n = min(n, len(current))
         chunks = [space.closure(c) for c in _split(space.ordered(current), n)]
@@ -233,7 +236,7 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
         if hit in complements and hit not in chunks:
             n = max(n - 1, 2)
         else:
-            n = _first_granularity(hit, None, max(small_graph, 0 if hit in candidates else SMALL_GRAPH))
+            n = _first_granularity(hit, None, split_below(hit not in candidates))
         current = hit
     return current
 
