@@ -218,11 +218,13 @@ class PoolOracle:
                          background=True)
         return True
 
-    def probe_first(self, race: Race, grace: float) -> None:
-        """Queue the probe's slices ahead of the first round, waiting `grace` seconds at most for it to answer:
-        it compiles beside the whole graph and answers about when that does (within 1 s on every workload
-        measured), but one slower than that, or hung, must not hold up the search: its slices then race as
-        guesses when they come."""
+    def probe_first(self, race: Race) -> None:
+        """Queue the probe's slices ahead of the first round, waiting for it to answer PROBE_GRACE seconds or
+        half the whole graph's compile at most: it compiles beside the whole graph and answers about when that
+        does (within 1 s on every workload measured), but one slower than that, or hung, must not hold up the
+        search: its slices then race as guesses when they come."""
+        whole = self.results.get(self.whole)
+        grace = max(PROBE_GRACE, whole.seconds / 2 if whole else 0.0)
         self.wake_at = time.monotonic() + grace
         try:
             race.until(lambda: self.probed is not None or not self.pool.in_flight()
@@ -398,8 +400,7 @@ def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphIn
         oracle.target = sanity(session, oracle, full)
         oracle.reclassify()
     if probing:  # localized by values, not by search: the probe's slices go ahead of the first round
-        whole = oracle.results.get(full)
-        oracle.probe_first(race, grace=max(PROBE_GRACE, whole.seconds / 2 if whole else 0.0))
+        oracle.probe_first(race)
     reporter.emit(StartEvent(nodes=len(full), signature=oracle.target or Signature("Any", "any failure"),
                              graph=graph.code, workers=session.options.workers))
     reporter.say(f"target: {oracle.target.describe() if oracle.target else 'any failure'}")
