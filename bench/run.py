@@ -19,6 +19,11 @@ Unless --no-compare, each workload is also minified with `--no-slice` (the gener
 `--slices-first` (the guesses awaited before it, the order the race replaced), and an accuracy workload
 gets one `aoti-minify run` (what one reproduction costs). The targets of issue 13 are computed last.
 Nothing here is asserted: it measures.
+
+Every measure is written as soon as it ends, so a run stopped at a device's time limit keeps what it
+measured. `--modes` picks the runs of each workload, so that one too long for one command can be measured
+in several (`--modes pytorch,ours` in one, `--modes no-slice,slices-first` in the next); `--report` merges
+their files, a later file's measure replacing the same run of the same workload.
 """
 
 from __future__ import annotations
@@ -87,8 +92,9 @@ class Row:
     slices_first: Measure | None = None
     one_run: Measure | None = None  # `aoti-minify run`, for accuracy workloads
 
-    def measures(self) -> list[Measure]:
-        return [m for m in (self.theirs, self.ours, self.warm, self.no_slice, self.slices_first, self.one_run) if m]
+
+# The runs of one workload, in the order they are made; "warm" reuses the fork server "ours" leaves.
+MODES = ("pytorch", "ours", "warm", "no-slice", "slices-first", "run")
 
 
 def main() -> int:
@@ -105,6 +111,8 @@ def main() -> int:
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
     parser.add_argument("--no-compare", dest="compare", action="store_false",
                         help="skip the --no-slice and --slices-first runs and the one `run` of accuracy workloads")
+    parser.add_argument("--modes", default=",".join(MODES),
+                        help=f"the runs of each workload, comma-separated (default all: {','.join(MODES)})")
     parser.add_argument("--logs", metavar="TGZ", help="also pack each first aoti-lens run's worker and fork server "
                         "logs (the first MiB of each) into TGZ: what a device run sends back for a closer look")
     parser.add_argument("--report", nargs="+", metavar="JSONL", help="print the tables and targets of earlier runs")
@@ -113,24 +121,31 @@ def main() -> int:
         rows = read_rows(args.report)
         print(f"{table(rows)}\n\n{targets(rows)}")
         return 0
+    args.modes = chosen_modes(args, parser)
     chosen = [w for w in SETS[args.workload_set] if (w in WORKLOADS or REAL_WORKLOADS[w].device == args.device)
               and (not args.only or any(s in w for s in args.only.split(",")))]
     scratch = tempfile.mkdtemp(prefix="aoti-bench-")
     out = args.out or os.path.join(ROOT, "bench", f"results-{args.device}.jsonl")
-    rows: list[Row] = []
+    measures: list[Measure] = []
     timelines: list[str] = []
+
+    def record(measure: Measure) -> None:
+        measures.append(measure)
+        print(f"{measure.workload}: {measure.tool} {_cell(measure)}", flush=True)
+        save(out, measures, timelines)
+
     print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
           f"cores={os.cpu_count()}", flush=True)
     try:
         launchers = dump_all(scratch, chosen, args.device)
         for name in chosen:
-            rows.append(measure_workload(name, launchers[name], os.path.join(scratch, name), args, timelines))
-            print(row_text(rows[-1]), flush=True)
-            save(out, rows, timelines)  # after each workload: a run killed at a device's time limit keeps its rows
+            measure_workload(name, launchers[name], os.path.join(scratch, name), args, timelines, record)
+            print(*map(row_text, rows_of([m for m in measures if m.workload == name])), sep="\n", flush=True)
     finally:
-        save(out, rows, timelines)
+        save(out, measures, timelines)
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
+    rows = rows_of(measures)
     print()
     print(table(rows))
     print()
@@ -139,9 +154,22 @@ def main() -> int:
     return 0
 
 
-def save(out: str, rows: list[Row], timelines: list[str]) -> None:
+def chosen_modes(args: argparse.Namespace, parser: argparse.ArgumentParser) -> set[str]:
+    modes = set(filter(None, args.modes.split(",")))
+    if modes - set(MODES):
+        parser.error(f"unknown --modes {','.join(sorted(modes - set(MODES)))}; choose from {','.join(MODES)}")
+    if not args.warm:
+        modes.discard("warm")
+    if not args.compare:
+        modes -= {"no-slice", "slices-first", "run"}
+    if "warm" in modes and "ours" not in modes:
+        parser.error("--modes warm needs ours: the warm run reuses the fork server the first run keeps")
+    return modes
+
+
+def save(out: str, measures: list[Measure], timelines: list[str]) -> None:
     with open(out, "w") as f:
-        f.writelines(json.dumps(asdict(m)) + "\n" for row in rows for m in row.measures())
+        f.writelines(json.dumps(asdict(m)) + "\n" for m in measures)
     with open(os.path.splitext(out)[0] + "-timeline.txt", "w") as f:
         f.write("\n".join(timelines))
 
@@ -151,35 +179,44 @@ TOOLS = {"pytorch": "theirs", "aoti-lens": "ours", "aoti-lens-warm": "warm", "ao
 
 
 def read_rows(paths: list[str]) -> list[Row]:
-    """Rows from results files, in their order; a workload measured again in a later file is replaced."""
-    found: dict[str, dict[str, Measure]] = {}
+    """Rows from results files, in their order; a measure in a later file replaces the same run of the same
+    workload in an earlier one."""
+    measures = []
     for path in paths:
         with open(path) as f:
-            measures = [Measure(**json.loads(line)) for line in f if line.strip()]
-        for workload in dict.fromkeys(m.workload for m in measures):
-            found[workload] = {TOOLS[m.tool]: m for m in measures if m.workload == workload}
-    return [Row(**parts) for parts in found.values() if "theirs" in parts and "ours" in parts]
+            measures += [Measure(**json.loads(line)) for line in f if line.strip()]
+    return rows_of(measures)
 
 
-def measure_workload(name: str, launcher: str, folder: str, args: argparse.Namespace, timelines: list[str]) -> Row:
-    skip = args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))
-    theirs = (Measure("pytorch", name, "skipped", 0, None, None) if skip
-              else run_pytorch(relocate_dump(launcher, os.path.join(folder, "pytorch")), name, args.pytorch_timeout))
-    row = Row(theirs, run_ours(launcher, os.path.join(folder, "ours"), name, args.workers, timelines, args.warm))
-    if args.logs:
-        pack_logs(args.logs, os.path.join(folder, "ours"), name)
-    if args.warm:
+def rows_of(measures: list[Measure]) -> list[Row]:
+    """One row per workload that aoti-lens minified, the last measure of each run kept."""
+    found: dict[str, dict[str, Measure]] = {}
+    for m in measures:
+        found.setdefault(m.workload, {})[TOOLS[m.tool]] = m
+    return [Row(**{"theirs": Measure("pytorch", workload, "skipped", 0, None, None), **parts})
+            for workload, parts in found.items() if "ours" in parts]
+
+
+def measure_workload(name: str, launcher: str, folder: str, args: argparse.Namespace, timelines: list[str],
+                     record) -> None:
+    """The chosen runs of one workload, each passed to `record` as it ends."""
+    modes = args.modes
+    if "pytorch" in modes and not (args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))):
+        record(run_pytorch(relocate_dump(launcher, os.path.join(folder, "pytorch")), name, args.pytorch_timeout))
+    if "ours" in modes:
+        record(run_ours(launcher, os.path.join(folder, "ours"), name, args.workers, timelines, "warm" in modes))
+        if args.logs:
+            pack_logs(args.logs, os.path.join(folder, "ours"), name)
+    if "warm" in modes:
         warm_dir = os.path.join(folder, "warm")
-        row.warm = run_ours(launcher, warm_dir, name, args.workers, timelines, True, "aoti-lens-warm")
+        record(run_ours(launcher, warm_dir, name, args.workers, timelines, True, "aoti-lens-warm"))
         end_fork_servers(warm_dir)  # the next run must start cold
-    if args.compare:
-        row.no_slice = run_ours(launcher, os.path.join(folder, "no-slice"), name, args.workers, timelines, False,
-                                "aoti-lens --no-slice", ("--no-slice",))
-        row.slices_first = run_ours(launcher, os.path.join(folder, "slices-first"), name, args.workers, timelines,
-                                    False, "aoti-lens --slices-first", ("--slices-first",))
-        if _is_accuracy(name):
-            row.one_run = run_once(launcher, os.path.join(folder, "run"), name)
-    return row
+    for mode in ("no-slice", "slices-first"):
+        if mode in modes:
+            record(run_ours(launcher, os.path.join(folder, mode), name, args.workers, timelines, False,
+                            f"aoti-lens --{mode}", (f"--{mode}",)))
+    if "run" in modes and _is_accuracy(name):
+        record(run_once(launcher, os.path.join(folder, "run"), name))
 
 
 def pack_logs(tgz: str, folder: str, name: str, limit: int = 1 << 20) -> None:
