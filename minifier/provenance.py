@@ -189,17 +189,18 @@ def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[
     rarity = Counter(n.op for n in graph.nodes if n.kind == "compute")
     by_name, order = graph.by_name(), _order(graph)
     kernel_ops = set(kernel.aten_ops)
+    single_slices = {s: _with_parts(frozenset({s}), graph) for s in singles}
 
     def evidence(single: str) -> tuple[int, int, int]:
         """The rarest of the kernel's ops its slice holds, then how many of them: a cond whose branch
         holds the kernel's relu beats a node of a lone op that only feeds the kernel."""
-        ops = {by_name[n].op for n in _with_parts(frozenset({single}), graph) if n in by_name}
+        ops = {by_name[n].op for n in single_slices[single] if n in by_name}
         held = [rarity[op] for op in ops if op in kernel_ops]
         return (min(held) if held else rarity[by_name[single].op], -len(held), order(single))
 
-    singles = sorted(set(singles), key=evidence)[:MAX_ANCHORS]
-    slices = [frozenset({s}) for s in singles] + sorted(groups, key=len)
-    slices = list(dict.fromkeys(_with_parts(s, graph) for s in slices if s))
+    singles = sorted(single_slices, key=evidence)[:MAX_ANCHORS]
+    slices = [single_slices[s] for s in singles] + [_with_parts(g, graph) for g in sorted(groups, key=len) if g]
+    slices = list(dict.fromkeys(slices))
     if not exact:
         cheap = [s for s in slices if not expensive(s, graph)]
         slices = cheap or slices
