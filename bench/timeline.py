@@ -5,7 +5,8 @@
 Each DEBUG_DIR is searched for `aoti-lens-work/worker-*.log` and `forkserver.log`. Every line is
 seconds since the first process was started, the process, and the step it began: started (the fork
 server by the driver, a worker by the fork server), imported (the fork server has torch), values
-(the eager run), query, compile, load, run, and answered (the reply sent: Ready, Warmed, Outcome...).
+(the eager run), query, compile, compiled (how long it took, and the Inductor timers it spent the most in:
+each timer's time includes its callees'), load, run, and answered (the reply sent: Ready, Warmed, Outcome...).
 A run that found a warm fork server has no forkserver.log of its own.
 """
 
@@ -15,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from minifier.worklog import logs_under, phase_marks, starts  # noqa: E402
+from minifier.worklog import compiled_marks, logs_under, phase_marks, starts  # noqa: E402
 
 
 def marks(log: str) -> list[tuple[float, str, str]]:
@@ -25,7 +26,8 @@ def marks(log: str) -> list[tuple[float, str, str]]:
         text = f.read()
     started = [(t, name, what) for t, what in starts(text)]
     steps = [(t, name, f"{step} {os.path.basename(detail)}".strip()) for t, step, detail in phase_marks(text)]
-    return started + steps
+    compiles = [(t, name, f"compiled {times}") for t, times in compiled_marks(text)]
+    return started + steps + compiles
 
 
 def run_marks(debug_dir: str) -> list[tuple[float, str, str]]:

@@ -27,7 +27,7 @@ from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
 from .signature import Phase, analyze_error
-from .worklog import CODEGEN_FAILED, LOG_LIMIT, keep_under, phase, provenance_mark
+from .worklog import CODEGEN_FAILED, LOG_LIMIT, compiled_mark, keep_under, phase, provenance_mark
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
@@ -213,7 +213,8 @@ class Worker:
         patches = dict(self.init.launcher.config_patches)
         with torch.no_grad():
             self._enter("compile", package)
-            path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
+            with marking_compile_times():
+                path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
             self._enter("load", path)
             return torch._inductor.aoti_load_package(path)
 
@@ -355,6 +356,19 @@ def recording_provenance():
     finally:
         debug.reset_provenance_globals = resetting
         provenance_mark(kernels)
+
+
+@contextlib.contextmanager
+def marking_compile_times():
+    """Mark in the log, when a compile ends (or raises), how long it took and in which of Inductor's timers."""
+    from torch._dynamo.utils import compilation_time_metrics as timers
+    before = {key: sum(times) for key, times in timers.items()}
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        compiled_mark(time.monotonic() - start,
+                      {key: sum(times) - before.get(key, 0.0) for key, times in timers.items()})
 
 
 # The backends whose codegen_node turns one scheduler node (fused or not) into a kernel.

@@ -23,6 +23,10 @@ LOG_LIMIT = 32 << 20  # bytes of one worker's log, about: what it printed in the
 _WORKER_LOG = "worker-{}.log"
 PHASE_MARK = "[aoti-lens phase] "
 PROVENANCE_MARK = "[aoti-lens provenance] "
+COMPILED_MARK = "[aoti-lens compiled] "
+# Inductor's timers that hold all of a compile: the time of each is the compile's own, which the mark says.
+_WHOLE_COMPILE = {"compile_fx.<locals>.fw_compiler_base", "compile_fx_inner", "fx_codegen_and_compile",
+                  "GraphLowering.compile_to_fn"}
 # A provenance key `<scheduler node>:codegen-failed`: the fused node whose code generation raised.
 CODEGEN_FAILED = "codegen-failed"
 _WORKER_HEADER = re.compile(r"^=== worker (\d+), start (\d+) at ([0-9.]+), forked by (\d+) ===$", re.MULTILINE)
@@ -65,6 +69,15 @@ def provenance_mark(kernels: dict[str, list[str]]) -> None:
     print(f"{PROVENANCE_MARK}{json.dumps(kernels, separators=(',', ':'))}", flush=True)
 
 
+def compiled_mark(seconds: float, spent: dict[str, float], shown: int = 6) -> None:
+    """Where one compile's time went, by Inductor's own timers (`spent`: timer -> seconds; nested, so a
+    timer's time includes its callees'): why a 1-node candidate takes a minute on one machine, two seconds
+    on another, shows in the log that comes back from it."""
+    top = sorted(((t, k) for k, t in spent.items() if k not in _WHOLE_COMPILE and t >= 0.5), reverse=True)[:shown]
+    detail = ", ".join(f"{k} {t:.1f}" for t, k in top)
+    print(f"{COMPILED_MARK}in {seconds:.1f} s{': ' + detail if detail else ''} at {time.time():.3f}", flush=True)
+
+
 def provenance_in(log_text: str) -> dict[str, list[str]]:
     """The last provenance mark of a log, or nothing."""
     at = log_text.rfind(PROVENANCE_MARK)
@@ -82,10 +95,19 @@ def provenance_in(log_text: str) -> dict[str, list[str]]:
 
 def phase_marks(log_text: str) -> list[tuple[float, str, str]]:
     """(clock time, step, detail) of each step a log marks."""
+    return _timed_lines(log_text, PHASE_MARK)
+
+
+def compiled_marks(log_text: str) -> list[tuple[float, str]]:
+    """(clock time, "in N s: timer seconds, ...") of each compile a log says the times of."""
+    return [(t, f"{step} {detail}") for t, step, detail in _timed_lines(log_text, COMPILED_MARK)]
+
+
+def _timed_lines(log_text: str, mark: str) -> list[tuple[float, str, str]]:
     marks = []
     for line in log_text.splitlines():
-        if line.startswith(PHASE_MARK):
-            text, _, at = line[len(PHASE_MARK):].rpartition(" at ")
+        if line.startswith(mark):
+            text, _, at = line[len(mark):].rpartition(" at ")
             step, _, detail = text.partition(" ")
             try:
                 marks.append((float(at), step, detail))

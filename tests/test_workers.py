@@ -263,3 +263,35 @@ def test_kernel_provenance_survives_in_the_log_of_a_worker_that_dies(capsys):
     log = "W1201 Inductor noise\n" + capsys.readouterr().out + "[ before_launch: cpp_fused_relu_0 ]\nterminate called"
     assert worklog.provenance_in(log) == kernels
     assert worklog.provenance_in("no mark here") == {} and worklog.provenance_in(worklog.PROVENANCE_MARK + "{") == {}
+
+
+def test_a_compile_marks_how_long_it_took_and_where(tmp_path):
+    # the log that comes back from a device run says why a compile was slow (bench/timeline.py shows it)
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x):
+            return x.relu()
+
+    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(tmp_path / "x.pt2"))
+    pool = Pool(config(tmp_path, size=1, start_timeout=120))
+    try:
+        pool.submit(p.QueryRequest(key="timed", original=True))
+        [answered] = pool.wait()
+    finally:
+        pool.close()
+    assert answered.outcome.status == "passed"
+    with open(worklog.worker_log(str(tmp_path), 0)) as f:
+        log = f.read()
+    [(at, times)] = worklog.compiled_marks(log)
+    steps = {step: t for t, step, _ in worklog.phase_marks(log)}
+    assert steps["compile"] <= at <= steps["load"]
+    assert 0 < float(times.split()[1]) <= steps["load"] - steps["compile"] + 0.1
+    assert "AotCodeCompiler.compile" in times  # on CPU a tiny graph's compile is mostly the package's g++
+
+
+def test_the_compile_mark_names_the_timers_that_took_the_time(capsys):
+    worklog.compiled_mark(12.34, {"compile_fx_inner": 12.3, "AotCodeCompiler.compile": 9.0, "compile_file": 8.9,
+                                  "Scheduler.codegen": 2.0, "GraphLowering.run": 0.1})
+    [(_, times)] = worklog.compiled_marks(capsys.readouterr().out)
+    assert times == "in 12.3 s: AotCodeCompiler.compile 9.0, compile_file 8.9, Scheduler.codegen 2.0"
