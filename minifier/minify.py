@@ -24,7 +24,7 @@ from .pool import Pool, Result, WorkerLost
 from .provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
 from .rebuild import write_standalone
 from .reporter import Reporter
-from .search import SMALL_GRAPH, Candidate, Race, Space, make_closure, minimize
+from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, make_closure, minimize
 from .session import Session
 from .signature import KernelRef, Signature
 from .verdicts import classify, result_signature
@@ -302,13 +302,14 @@ class Checkpointing:
         self.race = race
         self.oracle = oracle
 
-    def first_failing(self, candidates: Sequence[Candidate], current: Candidate) -> Candidate | None:
+    def first_failing(self, candidates: Sequence[Candidate], current: Candidate,
+                      then: NextRound | None = None) -> Candidate | None:
         for candidate in candidates:
             verdict = self.oracle.verdicts.get(candidate)
             if verdict is not None:
                 self.oracle.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=0.0,
                                                          cached=True, queries=self.oracle.progress.queries))
-        hit = self.race.first_failing(candidates, current)
+        hit = self.race.first_failing(candidates, current, then)
         return self.oracle.accept(hit) if hit is not None else None
 
 

@@ -9,7 +9,7 @@ class CountingOracle:
         self.fails = fails
         self.seen = {}
 
-    def first_failing(self, candidates, current):
+    def first_failing(self, candidates, current, then=None):
         for c in candidates:
             self.seen.setdefault(c, self.fails(c))
         failing = [c for c in candidates if self.seen[c]]
@@ -59,7 +59,7 @@ def test_max_granularity_starts_with_small_chunks():
     calls = []
 
     class Recorder(CountingOracle):
-        def first_failing(self, candidates, current):
+        def first_failing(self, candidates, current, then=None):
             calls.append(min(len(c) for c in candidates))
             return super().first_failing(candidates, current)
 
@@ -77,7 +77,7 @@ def test_a_small_graph_is_split_into_single_nodes_at_once():
     rounds = []
 
     class Recorder(CountingOracle):
-        def first_failing(self, candidates, current):
+        def first_failing(self, candidates, current, then=None):
             rounds.append(len(current))
             return super().first_failing(candidates, current)
 
@@ -93,7 +93,7 @@ def test_a_guess_that_won_is_split_at_once_even_where_the_search_halves_small_gr
     sizes = []
 
     class Recorder(CountingOracle):
-        def first_failing(self, candidates, current):
+        def first_failing(self, candidates, current, then=None):
             sizes.append(sorted({len(c) for c in candidates}))
             return super().first_failing(candidates, current)
 
@@ -237,9 +237,9 @@ def test_a_guess_that_answers_late_still_replaces_the_current_graph():
     rounds = []
 
     class Recording:
-        def first_failing(self, candidates, current):
+        def first_failing(self, candidates, current, then=None):
             rounds.append(len(current))
-            return race.first_failing(candidates, current)
+            return race.first_failing(candidates, current, then)
 
     assert minimize(space, whole, Recording()) == {"n40"}
     assert (pair, True) in pool.started and pool.verdicts[pair] == "fails"
@@ -297,3 +297,44 @@ def test_loose_accuracy_counts_only_errors_that_reach_an_output_through_floats()
     assert reaching_outputs(["log1p"], args, ["where"]) == []  # the output is right: nothing to localize
     chain = {"a": ["x"], "b": ["a"], "c": ["b"]}
     assert reaching_outputs(["a", "b", "c"], chain, ["c"]) == ["a", "b", "c"]
+
+
+def test_a_round_waiting_on_a_slow_passing_candidate_runs_the_round_after_its_failing_one():
+    # GPT-2 with the out-of-bounds kernel on the H200: a candidate that fails ends its compile in 2 s, one that
+    # passes takes a minute, and a round takes its failing half only once the earlier half has passed
+    culprit = lambda c: "n63" in c  # noqa: E731  (always in the later half: every round waits)
+    latency = lambda c: 2.0 if culprit(c) else 60.0  # noqa: E731
+
+    def search(run_ahead):
+        names, space = chain(64)
+        pool = SimulatedPool(culprit, latency)
+        race = Race(pool)
+        pool._verdicts[frozenset(names)] = "fails"
+
+        class Rounds:
+            def first_failing(self, candidates, current, then=None):
+                return race.first_failing(candidates, current, then if run_ahead else None)
+
+        result = minimize(space, frozenset(names), Rounds())
+        race.close()
+        return result, pool
+
+    waited, slow = search(run_ahead=False)
+    result, fast = search(run_ahead=True)
+    assert result == waited == {"n63"}  # the same rounds take the same candidates
+    assert slow.now >= 4 * 60 and fast.now <= 0.6 * slow.now  # each round's passing half overlaps the one before
+    ahead = [c for c, background in fast.started if background]
+    assert frozenset(f"n{i}" for i in range(32, 48)) in ahead  # the failing half's halves, while the first half ran
+    assert not any(background for c, background in slow.started)
+
+
+def test_a_round_that_ran_ahead_of_the_wrong_candidate_stops_that_work():
+    # the later half fails first, then the earlier one fails too: the round takes the earlier one
+    names, space = chain(16)
+    first, second = frozenset(names[:8]), frozenset(names[8:])
+    pool = SimulatedPool(lambda c: c in (first, second) or c == frozenset(names[:4]),
+                         latency=lambda c: 10.0 if c == first else 1.0 if c == second else 50.0)
+    race = Race(pool)
+    assert race.first_failing([first, second], frozenset(names), then=lambda hit: [frozenset(sorted(hit)[:4])]) == first
+    ran_ahead = frozenset(sorted(second)[:4])
+    assert (ran_ahead, True) in pool.started and ran_ahead in pool.stopped and ran_ahead not in pool.verdicts
