@@ -17,9 +17,10 @@ current graph replaces it at once. Whatever can no longer matter (a graph not sm
 one, a round's candidate outside it) is stopped.
 
 A round that has a failing candidate but waits for a smaller or earlier one (its result must not depend on
-which worker is faster) starts the round that would follow the failing one in the background, on workers
-the round leaves free: on the H200 a candidate that fails compiles in 2 s, one that passes in about a
-minute, and GPT-2's rounds waited 73 s and 44 s so. Taken if that candidate is, stopped if not.
+which worker is faster) stops what ranks after the failing one, which can no longer be its result, and
+starts the round that would follow the failing one in the background, on the workers that frees: on the
+H200 a candidate that fails compiles in 2 s, one that passes in about a minute, and GPT-2's rounds waited
+73 s and 44 s so. That work is kept if the round takes the failing candidate, stopped if not.
 """
 
 from __future__ import annotations
@@ -167,22 +168,26 @@ class Race:
         implied = [c for c in candidates if c not in verdicts and any(c < clean for clean in passed)]
         self.implied += len(implied)
         candidates = [c for c in candidates if c not in implied]
+        ranked = sorted(candidates, key=len)  # the order the round takes a failing candidate in
         ahead: Candidate | None = None
         while True:
             hit = self.winner(current)
             if hit is not None:
                 break
-            failing = [c for c in candidates if verdicts.get(c) == "fails"]
-            if smallest_failure_known(candidates, verdicts):
-                hit = min(failing, key=len)
+            if smallest_failure_known(ranked, verdicts):
+                hit = next(c for c in ranked if verdicts.get(c) == "fails")
                 break
-            untested = [c for c in candidates if c not in verdicts]
+            first = next((c for c in ranked if verdicts.get(c) == "fails"), None)
+            deciding = ranked if first is None else ranked[:ranked.index(first)]
+            for candidate in ranked[len(deciding) + 1:]:  # after the first failing one: never the round's result
+                self._drop(candidate)
+            untested = [c for c in candidates if c not in verdicts and c in deciding]
             if not untested:
                 break
             for candidate in untested:
                 self._start(candidate, background=False)
-            if failing and then is not None and min(failing, key=len) != ahead:
-                ahead = min(failing, key=len)
+            if first is not None and then is not None and first != ahead:
+                ahead = first
                 for candidate in then(ahead):
                     self._start(candidate, background=True)
             self._step()
@@ -213,6 +218,11 @@ class Race:
         for candidate in [c for c in self.running if c in self.tester.verdicts]:
             del self.running[candidate]
         self.race(self.tester.leads())
+
+    def _drop(self, candidate: Candidate) -> None:
+        if candidate in self.running and candidate not in self.racers:
+            self.tester.stop(candidate)
+            del self.running[candidate]
 
     def _prune(self, current: Candidate) -> None:
         """Stop what can no longer matter: a graph not smaller than the current one, and a round's

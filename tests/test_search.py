@@ -338,3 +338,18 @@ def test_a_round_that_ran_ahead_of_the_wrong_candidate_stops_that_work():
     assert race.first_failing([first, second], frozenset(names), then=lambda hit: [frozenset(sorted(hit)[:4])]) == first
     ran_ahead = frozenset(sorted(second)[:4])
     assert (ran_ahead, True) in pool.started and ran_ahead in pool.stopped and ran_ahead not in pool.verdicts
+
+
+def test_what_ranks_after_a_failing_candidate_is_stopped_before_the_round_ends():
+    names, _ = chain(16)
+    one, four, six = frozenset(names[:1]), frozenset(names[:4]), frozenset(names[:6])
+    stops = {}
+
+    class Timed(SimulatedPool):
+        def stop(self, candidate):
+            stops[candidate] = self.now
+            super().stop(candidate)
+
+    pool = Timed(lambda c: "n3" in c, latency=lambda c: {one: 10.0, four: 1.0, six: 50.0}[c])
+    assert Race(pool).first_failing([one, four, six], frozenset(names)) == four
+    assert stops == {six: 1.0} and pool.now == 10.0  # its worker is free once the 4 nodes fail
