@@ -107,6 +107,9 @@ class PoolOracle:
     def stop(self, candidate: Candidate) -> None:
         self.pool.cancel(key_of(candidate))
 
+    def spare(self) -> int:
+        return self.pool.spare()
+
     def wait(self) -> None:
         for result in self.pool.wait(until=self.wake_at):
             self.answer(result)

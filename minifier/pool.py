@@ -282,6 +282,11 @@ class Pool:
                 slot.current = None
                 self._replace(slot)
 
+    def spare(self) -> int:
+        """Workers that nothing queued or running will take."""
+        free = sum(1 for s in self.slots if s.current is None)
+        return max(0, free - len(self.foreground) - len(self.background))
+
     def in_flight(self) -> bool:
         return bool(self.foreground or self.background) or any(s.current is not None for s in self.slots)
 

@@ -18,7 +18,7 @@ one, a round's candidate outside it) is stopped.
 
 A round that has a failing candidate but waits for a smaller or earlier one (its result must not depend on
 which worker is faster) stops what ranks after the failing one, which can no longer be its result, and
-starts the round that would follow the failing one in the background, on the workers that frees: on the
+starts the round that would follow the failing one in the background, on workers nothing else will take: on the
 H200 a candidate that fails compiles in 2 s, one that passes in about a minute, and GPT-2's rounds waited
 73 s and 44 s so. That work is kept if the round takes the failing candidate, stopped if not.
 """
@@ -59,6 +59,9 @@ class Tester(Protocol):
 
     def wait(self) -> None:
         """Block until something happened: a verdict, or new leads."""
+
+    def spare(self) -> int:
+        """Workers that nothing queued or running will take."""
 
     def leads(self) -> list[Candidate]:
         """Guesses that the evidence gathered since the last call points to, best first."""
@@ -169,7 +172,7 @@ class Race:
         self.implied += len(implied)
         candidates = [c for c in candidates if c not in implied]
         ranked = sorted(candidates, key=len)  # the order the round takes a failing candidate in
-        ahead: Candidate | None = None
+        ahead: tuple[Candidate, list[Candidate]] | None = None  # a failing candidate, the round after it
         while True:
             hit = self.winner(current)
             if hit is not None:
@@ -178,18 +181,13 @@ class Race:
                 hit = next(c for c in ranked if verdicts.get(c) == "fails")
                 break
             first = next((c for c in ranked if verdicts.get(c) == "fails"), None)
-            deciding = ranked if first is None else ranked[:ranked.index(first)]
-            for candidate in ranked[len(deciding) + 1:]:  # after the first failing one: never the round's result
-                self._drop(candidate)
-            untested = [c for c in candidates if c not in verdicts and c in deciding]
+            untested = self._deciding(candidates, ranked, first)
             if not untested:
                 break
             for candidate in untested:
                 self._start(candidate, background=False)
-            if first is not None and then is not None and first != ahead:
-                ahead = first
-                for candidate in then(ahead):
-                    self._start(candidate, background=True)
+            if first is not None and then is not None:
+                ahead = self._run_ahead(first, then, ahead)
             self._step()
         self._prune(hit or current)
         return hit
@@ -218,6 +216,31 @@ class Race:
         for candidate in [c for c in self.running if c in self.tester.verdicts]:
             del self.running[candidate]
         self.race(self.tester.leads())
+
+    def _deciding(self, candidates: Sequence[Candidate], ranked: list[Candidate],
+                  first: Candidate | None) -> list[Candidate]:
+        """The untested candidates that can still be the round's result; what ranks after the first failing
+        one never can, and is stopped."""
+        deciding = ranked if first is None else ranked[:ranked.index(first)]
+        for candidate in ranked[len(deciding) + 1:]:
+            self._drop(candidate)
+        return [c for c in candidates if c not in self.tester.verdicts and c in deciding]
+
+    def _run_ahead(self, first: Candidate, then: NextRound,
+                   ahead: tuple[Candidate, list[Candidate]] | None) -> tuple[Candidate, list[Candidate]]:
+        """The round after `first` (the one before it, if another failed first, is stopped), a candidate on
+        each spare worker, in the background: the round's own candidates keep every worker they can use (on
+        two workers, queuing them all cost BERT's index_put search 2x)."""
+        if ahead is None or ahead[0] != first:
+            upcoming = list(then(first))
+            for candidate in ahead[1] if ahead else []:
+                if candidate not in upcoming:
+                    self._drop(candidate)
+            ahead = (first, upcoming)
+        waiting = [c for c in ahead[1] if c not in self.running and c not in self.tester.verdicts]
+        for candidate in waiting[:self.tester.spare()]:
+            self._start(candidate, background=True)
+        return ahead
 
     def _drop(self, candidate: Candidate) -> None:
         if candidate in self.running and candidate not in self.racers:

@@ -158,6 +158,9 @@ class SimulatedPool:
         released, self.released = self.released, []
         return released
 
+    def spare(self):
+        return 1 << 30  # as many workers as asked for
+
 
 def race_to_the_end(n, fails, guesses=(), latency=lambda c: len(c) / 10, leads_at=(), slices_first=False):
     names, space = chain(n)
@@ -305,9 +308,13 @@ def test_a_round_waiting_on_a_slow_passing_candidate_runs_the_round_after_its_fa
     culprit = lambda c: "n63" in c  # noqa: E731  (always in the later half: every round waits)
     latency = lambda c: 2.0 if culprit(c) else 60.0  # noqa: E731
 
-    def search(run_ahead):
+    class Busy(SimulatedPool):
+        def spare(self):
+            return 0
+
+    def search(run_ahead, pool_type=SimulatedPool):
         names, space = chain(64)
-        pool = SimulatedPool(culprit, latency)
+        pool = pool_type(culprit, latency)
         race = Race(pool)
         pool._verdicts[frozenset(names)] = "fails"
 
@@ -326,6 +333,8 @@ def test_a_round_waiting_on_a_slow_passing_candidate_runs_the_round_after_its_fa
     ahead = [c for c, background in fast.started if background]
     assert frozenset(f"n{i}" for i in range(32, 48)) in ahead  # the failing half's halves, while the first half ran
     assert not any(background for c, background in slow.started)
+    _, busy = search(run_ahead=True, pool_type=Busy)  # no worker to spare: the round's own candidates only
+    assert busy.now == slow.now and not any(background for c, background in busy.started)
 
 
 def test_a_round_that_ran_ahead_of_the_wrong_candidate_stops_that_work():
