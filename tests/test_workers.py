@@ -27,6 +27,17 @@ def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
     return PoolConfig(init=init, log_dir=str(tmp_path), **kwargs)
 
 
+def save_relu_program(folder) -> None:
+    """A one-node program (x.relu()) where `config` has the pool find it: real compiles of seconds."""
+    import torch
+
+    class Tiny(torch.nn.Module):
+        def forward(self, x):
+            return x.relu()
+
+    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(folder / "x.pt2"))
+
+
 def parent_of(pid: int) -> int:
     with open(f"/proc/{pid}/stat") as f:
         return int(f.read().rsplit(")", 1)[1].split()[1])
@@ -194,13 +205,7 @@ def test_a_shared_fork_server_outlives_its_owner_until_its_drivers_close(tmp_pat
 def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path, monkeypatch):
     # CUDA_LAUNCH_BLOCKING is read once, when CUDA starts in a worker: the pool starts a worker for the one
     # query that needs it, and an ordinary worker after it, so that no other verdict is taken under it.
-    import torch
-
-    class Tiny(torch.nn.Module):
-        def forward(self, x):
-            return x.relu()
-
-    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(tmp_path / "x.pt2"))
+    save_relu_program(tmp_path)
     (tmp_path / "aoti_lens_env_mark.py").write_text(
         "import os\nprint('mark:', os.environ.get('AOTI_LENS_MARK'), flush=True)\n")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
@@ -221,13 +226,7 @@ def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path
 
 def test_a_wait_with_a_deadline_returns_by_then_and_the_query_answers_later(tmp_path):
     # the first round waits for the accuracy probe only so long (minify.PoolOracle.probe_first)
-    import torch
-
-    class Tiny(torch.nn.Module):
-        def forward(self, x):
-            return x.relu()
-
-    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(tmp_path / "x.pt2"))
+    save_relu_program(tmp_path)
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:
         pool.submit(p.QueryRequest(key="slow", original=True))  # an AOTI compile: seconds
@@ -242,13 +241,7 @@ def test_a_wait_with_a_deadline_returns_by_then_and_the_query_answers_later(tmp_
 def test_a_worker_killed_the_moment_it_is_forked_is_reaped(tmp_path):
     # A minify can end right after it replaced a worker, before the new one has made itself a process
     # group leader: killing that worker must still kill it, and closing the pool must not wait forever.
-    import torch
-
-    class Tiny(torch.nn.Module):
-        def forward(self, x):
-            return x.relu()
-
-    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(tmp_path / "x.pt2"))  # workers stay up
+    save_relu_program(tmp_path)  # workers stay up
     pool = Pool(config(tmp_path, size=2, start_timeout=60))
     assert isinstance(pool.call(p.DescribeRequest()), p.Described)  # the fork server forks at once from now on
     closing = threading.Thread(target=lambda: ([pool._replace(pool.slots[0]) for _ in range(5)], pool.close()))
@@ -267,13 +260,7 @@ def test_kernel_provenance_survives_in_the_log_of_a_worker_that_dies(capsys):
 
 def test_a_compile_marks_how_long_it_took_and_where(tmp_path):
     # the log that comes back from a device run says why a compile was slow (bench/timeline.py shows it)
-    import torch
-
-    class Tiny(torch.nn.Module):
-        def forward(self, x):
-            return x.relu()
-
-    torch.export.save(torch.export.export(Tiny(), (torch.ones(2),)), str(tmp_path / "x.pt2"))
+    save_relu_program(tmp_path)
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:
         pool.submit(p.QueryRequest(key="timed", original=True))
