@@ -361,7 +361,8 @@ def recording_provenance():
 @contextlib.contextmanager
 def marking_compile_times():
     """Mark in the log, when a compile ends (or raises), how long it took and in which of Inductor's timers."""
-    from torch._dynamo.utils import compilation_time_metrics as timers
+    from torch._dynamo import utils as dynamo_utils
+    timers = getattr(dynamo_utils, "compilation_time_metrics", {})  # a torch without them: the seconds alone
     before = {key: sum(times) for key, times in timers.items()}
     start = time.monotonic()
     try:
