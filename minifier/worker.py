@@ -27,7 +27,7 @@ from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
 from .signature import Phase, analyze_error
-from .worklog import CODEGEN_FAILED, LOG_LIMIT, compiled_mark, keep_under, phase, provenance_mark
+from .worklog import CODEGEN_FAILED, LOG_LIMIT, compiled_mark, keep_under, phase, provenance_mark, sampling_stacks
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
@@ -366,10 +366,21 @@ def marking_compile_times():
     before = {key: sum(times) for key, times in timers.items()}
     start = time.monotonic()
     try:
-        yield
+        with sampling_stacks(_stack_interval()):
+            yield
     finally:
         compiled_mark(time.monotonic() - start,
                       {key: sum(times) - before.get(key, 0.0) for key, times in timers.items()})
+
+
+def _stack_interval() -> float:
+    """AOTI_LENS_COMPILE_STACKS=SECONDS: every SECONDS of a compile, the compiling thread's stack goes to the log.
+    Inductor's timers name its phases but not a wait outside them (a subprocess, a lock, a pool that
+    starts): the stacks show what a slow compile was doing, in the logs a device run sends back."""
+    try:
+        return max(0.0, float(os.environ.get("AOTI_LENS_COMPILE_STACKS") or 0))
+    except ValueError:
+        return 0.0
 
 
 # The backends whose codegen_node turns one scheduler node (fused or not) into a kernel.

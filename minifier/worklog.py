@@ -9,12 +9,15 @@ benchmark and the tests find which fork server forked a worker.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
 import re
+import sys
 import threading
 import time
+import traceback
 
 from .layout import SCRATCH
 
@@ -24,6 +27,7 @@ _WORKER_LOG = "worker-{}.log"
 PHASE_MARK = "[aoti-lens phase] "
 PROVENANCE_MARK = "[aoti-lens provenance] "
 COMPILED_MARK = "[aoti-lens compiled] "
+STACK_MARK = "[aoti-lens stack] "  # AOTI_LENS_COMPILE_STACKS: where a slow compile spent its time
 # Inductor's timers that hold all of a compile: the time of each is the compile's own, which the mark says.
 _WHOLE_COMPILE = {"compile_fx.<locals>.fw_compiler_base", "compile_fx_inner", "fx_codegen_and_compile",
                   "GraphLowering.compile_to_fn"}
@@ -76,6 +80,48 @@ def compiled_mark(seconds: float, spent: dict[str, float], shown: int = 6) -> No
     top = sorted(((t, k) for k, t in spent.items() if k not in _WHOLE_COMPILE and t >= 0.5), reverse=True)[:shown]
     detail = ", ".join(f"{k} {t:.1f}" for t, k in top)
     print(f"{COMPILED_MARK}in {seconds:.1f} s{': ' + detail if detail else ''} at {time.time():.3f}", flush=True)
+
+
+@contextlib.contextmanager
+def sampling_stacks(every: float, depth: int = 32):
+    """While the body runs, print every `every` seconds (never when 0) the calling thread's stack below
+    this call: its outermost frames, then its innermost, `depth` in all. A Python thread that holds the
+    GIL reads it: faulthandler's watchdog reads frames without it, and killed one CPU worker in four
+    with SIGSEGV mid-compile."""
+    if every <= 0:
+        yield
+        return
+    target, done, start = threading.get_ident(), threading.Event(), time.monotonic()
+    entry = traceback.extract_stack()
+
+    def sample() -> None:
+        while not done.wait(every):
+            frame = sys._current_frames().get(target)
+            if frame is not None:
+                print(f"{STACK_MARK}{time.monotonic() - start:.1f} s into the compile:\n"
+                      f"{_stack_below(frame, entry, depth)}", end="", flush=True)
+
+    sampler = threading.Thread(target=sample, daemon=True, name="compile-stacks")
+    sampler.start()
+    try:
+        yield
+    finally:
+        done.set()
+        sampler.join()
+
+
+def _stack_below(frame, entry: traceback.StackSummary, depth: int) -> str:
+    """The stack of `frame` below the frames it shares with `entry` (those above the `with`)."""
+    frames = traceback.extract_stack(frame)
+    shared = 0
+    for now, then in zip(frames, entry):
+        if (now.filename, now.lineno, now.name) != (then.filename, then.lineno, then.name):
+            break
+        shared += 1
+    frames = [f for f in frames[shared:] if not f.filename.startswith("<frozen")]
+    if len(frames) > depth:
+        frames = frames[:depth // 4] + frames[-(depth - depth // 4):]
+    return "".join(traceback.format_list(frames))
 
 
 def provenance_in(log_text: str) -> dict[str, list[str]]:

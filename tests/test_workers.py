@@ -261,7 +261,8 @@ def test_kernel_provenance_survives_in_the_log_of_a_worker_that_dies(capsys):
 def test_a_compile_marks_how_long_it_took_and_where(tmp_path):
     # the log that comes back from a device run says why a compile was slow (bench/timeline.py shows it)
     save_relu_program(tmp_path)
-    pool = Pool(config(tmp_path, size=1, start_timeout=120))
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "AOTI_LENS_COMPILE_STACKS": "0.5"}
+    pool = Pool(config(tmp_path, env=env, size=1, start_timeout=120))
     try:
         pool.submit(p.QueryRequest(key="timed", original=True))
         [answered] = pool.wait()
@@ -275,6 +276,9 @@ def test_a_compile_marks_how_long_it_took_and_where(tmp_path):
     assert steps["compile"] <= at <= steps["load"]
     assert 0 < float(times.split()[1]) <= steps["load"] - steps["compile"] + 0.1
     assert "AotCodeCompiler.compile" in times  # on CPU a tiny graph's compile is mostly the package's g++
+    during = log[log.index("[aoti-lens phase] compile"):log.index("[aoti-lens phase] load")]
+    assert worklog.STACK_MARK in during and "aoti_compile_and_package" in during  # the stacks it asked for
+    assert log.count(worklog.STACK_MARK) == during.count(worklog.STACK_MARK)  # and only then
 
 
 def test_the_compile_mark_names_the_timers_that_took_the_time(capsys):
