@@ -15,10 +15,19 @@ from . import wire
 
 @dataclass(frozen=True)
 class Hello:
-    """Sent once torch, Inductor and torch.export are imported: from now on a spawn takes milliseconds."""
+    """Sent once torch is imported: from now on a spawn takes milliseconds. `prepared`: see Prepared."""
 
     pid: int
+    prepared: bool = False
     type: Literal["hello"] = "hello"
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """Sent once the server has made every import and probe that a worker's first compile needs: a worker
+    forked from then on inherits them all (one forked before pays what it lacks at its first compile)."""
+
+    type: Literal["prepared"] = "prepared"
 
 
 @dataclass(frozen=True)
@@ -32,7 +41,10 @@ class Spawn:
 
 @dataclass(frozen=True)
 class Spawned:
+    """`prepared`: forked after the server was (see Prepared)."""
+
     pid: int
+    prepared: bool = False
     type: Literal["spawned"] = "spawned"
 
 
@@ -52,8 +64,8 @@ class Exited:
     type: Literal["exited"] = "exited"
 
 
-Message = Union[Hello, Spawn, Spawned, Refused, Exited]
-_TYPES = {"hello": Hello, "spawn": Spawn, "spawned": Spawned, "refused": Refused, "exited": Exited}
+Message = Union[Hello, Prepared, Spawn, Spawned, Refused, Exited]
+_TYPES = {"hello": Hello, "prepared": Prepared, "spawn": Spawn, "spawned": Spawned, "refused": Refused, "exited": Exited}
 MAX_RECORD = 1 << 20
 FDS_PER_SPAWN = 3
 

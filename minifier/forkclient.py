@@ -47,6 +47,11 @@ class Forked:
             raise ForkServerGone(self.answer.message)
         return self.answer.pid
 
+    @property
+    def prepared(self) -> bool | None:
+        """Whether it was forked after the server was prepared (fork_protocol.Prepared); None while unknown."""
+        return self.answer.prepared if isinstance(self.answer, fp.Spawned) else None
+
     def poll(self) -> int | None:
         try:
             self.server.receive(timeout=0)
@@ -79,6 +84,7 @@ class ForkServer:
         self.exits: dict[int, int] = {}
         self.unanswered: deque[Forked] = deque()
         self.pid = 0
+        self.prepared = False  # a worker forked from now on inherits every import and probe (fork_protocol)
         self.selector = selectors.DefaultSelector()
         self.selector.register(sock, selectors.EVENT_READ)
 
@@ -120,7 +126,7 @@ class ForkServer:
         message = self.receive(timeout, until=fp.Hello)
         if message is None:
             raise ForkServerGone(f"the worker fork server was not ready within {timeout:.0f} s")
-        self.pid = message.pid
+        self.pid, self.prepared = message.pid, message.prepared
 
     def spawn(self, env: Mapping[str, str], cwd: str, fds: tuple[int, int, int], timeout: float) -> Forked:
         """Ask for a worker without waiting: a pool's workers are all asked for at once, and the server
@@ -144,6 +150,8 @@ class ForkServer:
             message = self._read()
             if isinstance(message, fp.Exited):
                 self.exits[message.pid] = message.returncode
+            elif isinstance(message, fp.Prepared):
+                self.prepared = True
             elif isinstance(message, (fp.Spawned, fp.Refused)) and self.unanswered:
                 self.unanswered.popleft().answer = message  # the server answers spawns in order
             if until and isinstance(message, until):

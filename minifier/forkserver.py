@@ -35,11 +35,12 @@ from collections.abc import Callable
 from . import fork_protocol as fp
 from .procs import SERVER_NAME, alive, kill_worker, name_process, peer_uid
 from .wire import WireError
-from .worker import COMPILE_MODULES, import_if_installed, serve
+from .worker import COMPILE_MODULES, import_if_installed, probe_cpu_isa, serve
 from .worklog import phase, server_header
 
-# What every worker imports before its first compile, torch first.
-_PRELOAD = ("torch", "minifier.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES)
+# What every worker imports before its first compile, torch first, then what that compile would probe.
+_CPU_ISA = "the CPU vector ISA probe"
+_PRELOAD = ("torch", "minifier.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES, _CPU_ISA)
 # torch.cuda.is_available() asks the CUDA driver, and from then on torch refuses CUDA in forked children
 # ("Cannot re-initialize CUDA in forked subprocess"). Inductor asks it at import time (torch 2.11:
 # runtime/benchmarking.py); with this variable set torch asks NVML instead, which leaves fork usable.
@@ -57,6 +58,7 @@ class Server:
         self.idle = idle
         self.owner = owner
         self.fresh_workers = False  # set once forked children could no longer use CUDA
+        self.prepared = False  # every step of the preload is done: a worker forked now inherits them all
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, socket.socket] = {}
         self.connections: set[socket.socket] = set()
@@ -74,11 +76,11 @@ class Server:
     def add(self, connection: socket.socket) -> None:
         self.connections.add(connection)
         self.selector.register(connection, selectors.EVENT_READ, connection)
-        self._send(connection, fp.Hello(pid=os.getpid()))
+        self._send(connection, fp.Hello(pid=os.getpid(), prepared=self.prepared))
 
     def serve(self, preload: list[str]) -> None:
-        """Answer requests; when there are none, import the next of `preload` (workers forked before it
-        is in import it themselves, in parallel)."""
+        """Answer requests; when there are none, take the next step of `preload` (workers forked before
+        it is done take it themselves, in parallel), and say Prepared after the last."""
         while not self._finished():
             events = self.selector.select(timeout=0 if preload else 1.0)
             for key, _ in events:
@@ -90,11 +92,19 @@ class Server:
                     self._receive(key.data)
             if preload and not events:
                 self.load(preload.pop(0))
+                if not preload and not self.fresh_workers:
+                    self.prepared = True
+                    for connection in list(self.connections):
+                        self._send(connection, fp.Prepared())
 
-    def load(self, module: str) -> None:
+    def load(self, step: str) -> None:
         if self.fresh_workers:
             return
-        _import(module)
+        if step == _CPU_ISA:
+            if probe_cpu_isa():
+                phase("probed", "CPU vector ISAs")
+        else:
+            _import(step)
         # Out of the collector's sight: a worker's collections would otherwise walk, and so copy page by
         # page, everything imported here.
         gc.freeze()
@@ -158,7 +168,7 @@ class Server:
         for fd in fds:
             os.close(fd)
         self.children[pid] = connection
-        self._send(connection, fp.Spawned(pid=pid))
+        self._send(connection, fp.Spawned(pid=pid, prepared=self.prepared))
 
     def _become_worker(self, request: fp.Spawn, fds: list[int]) -> None:
         code = 1

@@ -324,6 +324,7 @@ class Pool:
         return results
 
     def _dispatch(self) -> None:
+        self._refresh()
         views = [SlotView(s.state, None if s.current is None else "background" if s.background else "foreground",
                           s.sent_at, s.warm) for s in self.slots]
         plan = schedule(views, len(self.foreground), len(self.background))
@@ -341,6 +342,19 @@ class Pool:
                 self.query_env[slot.current.key] = slot.extra_env
             slot.current = None
             self._replace(slot)
+
+    def _refresh(self) -> None:
+        """Fork again each idle worker forked before the fork server was prepared, once it is: on the H200
+        such a worker's first passing compile took 50 s longer, probing what the new one inherits."""
+        try:
+            self.forks.receive(timeout=0)
+        except ForkServerGone:
+            return  # the next spawn says so
+        if not self.forks.prepared:
+            return
+        for slot in self.slots:
+            if slot.state == "idle" and slot.current is None and slot.proc.prepared is False:
+                self._replace(slot, slot.extra_env)
 
     def _send_query(self, slot: _Slot, query: p.QueryRequest, background: bool) -> None:
         env = self.query_env.pop(query.key, {})

@@ -52,7 +52,8 @@ def test_worker_messages_round_trip():
 
 
 @pytest.mark.parametrize("message", [
-    fp.Hello(pid=7), fp.Spawn(env={"CUDA_VISIBLE_DEVICES": "1"}, cwd="/w"), fp.Spawned(pid=8),
+    fp.Hello(pid=7), fp.Hello(pid=7, prepared=True), fp.Prepared(),
+    fp.Spawn(env={"CUDA_VISIBLE_DEVICES": "1"}, cwd="/w"), fp.Spawned(pid=8),
     fp.Refused(message="no fds"), fp.Exited(pid=8, returncode=-11),
 ])
 def test_fork_server_messages_round_trip(message):

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from minifier import fork_protocol as fp
 from minifier import worker_protocol as p
 from minifier import worklog
 from minifier.forkclient import ForkServer
@@ -16,6 +17,7 @@ from minifier.forkserver import OWNER_GRACE
 from minifier.launcher import LauncherSpec
 from minifier.pool import Plan, Pool, PoolConfig, PoolError, SlotView, _worker_env, schedule
 from minifier.procs import alive, with_this_package
+from minifier.worker import _forget_inherited_cpu_isa
 
 
 def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
@@ -222,6 +224,49 @@ def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path
     with open(worklog.worker_log(str(tmp_path), 0)) as f:
         marks = [line.split()[-1] for line in f if line.startswith("mark:")]
     assert marks == ["None", "1", "None"]
+
+
+def test_an_idle_worker_forked_before_the_fork_server_was_prepared_is_forked_again(tmp_path):
+    # The fork server's last step is Inductor's CPU vector ISA probe (50 s of each fresh worker's first
+    # passing compile on the H200): a worker forked before it would pay it, so it is forked anew.
+    save_relu_program(tmp_path)
+    pool = Pool(config(tmp_path, size=1, start_timeout=120))
+    try:
+        early = pool.slots[0].proc
+        assert isinstance(pool.call(p.DescribeRequest()), p.Described)  # the early worker is up and idle
+        if not pool.forks.prepared:
+            assert isinstance(pool.forks.receive(timeout=120, until=fp.Prepared), fp.Prepared)
+        pool.submit(p.QueryRequest(key="after", original=True))
+        [answered] = pool.wait()
+        late = pool.slots[0].proc
+    finally:
+        pool.close()
+    assert early.prepared is False and late.prepared is True and answered.outcome.status == "passed"
+    with open(worklog.fork_server_log(str(tmp_path))) as f:
+        assert "probed CPU vector ISAs" in f.read()
+    with open(worklog.worker_log(str(tmp_path), 0)) as f:
+        assert [what for _, what in worklog.starts(f.read())] == ["started (start 1)", "started (start 2)"]
+
+
+def test_a_launcher_that_sets_vec_isa_ok_probes_the_isas_itself(monkeypatch):
+    from torch._inductor import config as inductor_config
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+    def probed(launcher_sets, patches) -> int:
+        monkeypatch.setattr(inductor_config.cpp, "vec_isa_ok", True)  # the list without g++ or a child
+        valid_vec_isa_list()
+        monkeypatch.setattr(inductor_config.cpp, "vec_isa_ok", launcher_sets)
+        spec = LauncherSpec(path="/l.py", pt2="/x.pt2", run_repro_line=0, env={}, config_patches=patches)
+        _forget_inherited_cpu_isa(spec)
+        return valid_vec_isa_list.cache_info().currsize
+
+    valid_vec_isa_list.cache_clear()
+    try:
+        assert probed(None, {}) == 1  # the fork server's answer is kept
+        assert probed(False, {}) == 0
+        assert probed(None, {"cpp.vec_isa_ok": True}) == 0
+    finally:
+        valid_vec_isa_list.cache_clear()
 
 
 def test_a_wait_with_a_deadline_returns_by_then_and_the_query_answers_later(tmp_path):
