@@ -3,7 +3,10 @@
 A cold `import torch` with Inductor takes 4 to 13 s on the H200 machine, longer than compiling a
 small failing graph twice; a worker forked from a process that has already paid it starts at once.
 It says Hello once torch is in, and imports the rest (Inductor, Triton) between requests, so a cold
-run's first workers do not wait for imports they can make themselves meanwhile. This process never
+run's first workers do not wait for imports they can make themselves meanwhile. Last it runs
+Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (50 s of a fresh
+worker's first passing compile on the H200), and says Prepared: the driver forks its idle early
+workers again, so that they inherit it too. This process never
 touches CUDA (a CUDA context does not survive fork): each worker sets its own CUDA_VISIBLE_DEVICES and
 creates its context after the fork.
 
@@ -20,7 +23,9 @@ workers behind.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
+import json
 import os
 import select
 import selectors
@@ -32,10 +37,11 @@ import time
 import traceback
 from collections.abc import Callable
 
+from . import cpu_isa
 from . import fork_protocol as fp
 from .procs import SERVER_NAME, alive, kill_worker, name_process, peer_uid
 from .wire import WireError
-from .worker import COMPILE_MODULES, import_if_installed, probe_cpu_isa, serve
+from .worker import COMPILE_MODULES, import_if_installed, serve
 from .worklog import phase, server_header
 
 # What every worker imports before its first compile, torch first, then what that compile would probe.
@@ -80,7 +86,7 @@ class Server:
 
     def serve(self, preload: list[str]) -> None:
         """Answer requests; when there are none, take the next step of `preload` (workers forked before
-        it is done take it themselves, in parallel), and say Prepared after the last."""
+        it is done take it themselves, in parallel)."""
         while not self._finished():
             events = self.selector.select(timeout=0 if preload else 1.0)
             for key, _ in events:
@@ -88,30 +94,73 @@ class Server:
                     self._reap()
                 elif key.data == "accept":
                     self._accept()
+                elif key.data == "probed":
+                    self._probed(key.fileobj)
                 else:
                     self._receive(key.data)
             if preload and not events:
                 self.load(preload.pop(0))
-                if not preload and not self.fresh_workers:
-                    self.prepared = True
-                    for connection in list(self.connections):
-                        self._send(connection, fp.Prepared())
 
     def load(self, step: str) -> None:
         if self.fresh_workers:
             return
         if step == _CPU_ISA:
-            if probe_cpu_isa():
-                phase("probed", "CPU vector ISAs")
-        else:
-            _import(step)
+            self._probe()
+            return
+        _import(step)
+        self._settle(f"importing {step}")
+
+    def _settle(self, what: str) -> None:
         # Out of the collector's sight: a worker's collections would otherwise walk, and so copy page by
         # page, everything imported here.
         gc.freeze()
         if _fork_poisoned():
             self.fresh_workers = True
-            print(f"importing {module} made torch refuse CUDA in forked children: from now on each worker "
-                  "starts a fresh interpreter (a cold start, as without a fork server)", flush=True)
+            print(f"{what} made torch refuse CUDA in forked children: from now on each worker starts a fresh "
+                  "interpreter (a cold start, as without a fork server)", flush=True)
+
+    def _probe(self) -> None:
+        """Inductor's CPU vector ISA probe, in a child: it takes 50 s on the H200, while this process goes
+        on forking workers (which probe for themselves until it is done), and whatever it touches (CUDA)
+        stays in the child. Its answer comes back on a pipe, as JSON."""
+        answer, write_end = os.pipe()
+        sys.stdout.flush()
+        if os.fork() == 0:
+            os.close(answer)
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            for sock in [*self.connections, *filter(None, [self.listener])]:
+                sock.close()
+            try:
+                with _nvml_check():
+                    os.write(write_end, json.dumps(cpu_isa.probe()).encode())
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                os._exit(0)
+        os.close(write_end)
+        self.selector.register(answer, selectors.EVENT_READ, "probed")
+
+    def _probed(self, answer: int) -> None:
+        """Adopt the probe's answer, and say Prepared: a worker forked from now on inherits it."""
+        self.selector.unregister(answer)
+        with os.fdopen(answer, "rb") as f:
+            data = f.read()
+        try:
+            found = json.loads(data)
+        except ValueError:
+            found = None  # the child failed, and said why in this log: each worker probes for itself
+        if not isinstance(found, dict) or self.fresh_workers:
+            return
+        with _nvml_check():
+            adopted = cpu_isa.adopt(found)
+        self._settle("adopting the CPU vector ISA probe")
+        if adopted is not None and not self.fresh_workers:
+            phase("probed", f"CPU vector ISAs: {', '.join(adopted) or 'none'}")
+            self.prepared = True
+            for connection in list(self.connections):
+                self._send(connection, fp.Prepared())
 
     def _finished(self) -> bool:
         if self.listener is None:  # private: lives exactly as long as its one driver
@@ -236,13 +285,20 @@ class Server:
 
 
 def _import(module: str) -> None:
+    with _nvml_check():
+        try:
+            if import_if_installed(module):
+                phase("imported", module)
+        except Exception:  # a worker that needs it will fail on its own, with its own clear message
+            traceback.print_exc()
+
+
+@contextlib.contextmanager
+def _nvml_check():
     before = os.environ.get(_NVML_CHECK)
     os.environ[_NVML_CHECK] = "1"
     try:
-        if import_if_installed(module):
-            phase("imported", module)
-    except Exception:  # a worker that needs it will fail on its own, with its own clear message
-        traceback.print_exc()
+        yield
     finally:
         if before is None:
             del os.environ[_NVML_CHECK]

@@ -23,6 +23,7 @@ import threading
 import time
 import traceback
 
+from . import cpu_isa
 from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
 from .layout import PACKAGES
@@ -69,7 +70,7 @@ class Worker:
             except Exception as e:
                 return p.WorkerFailed(code="bad_input", message=f"--import {module} failed: {type(e).__name__}: {e}")
         warnings = _apply_config(request.launcher)
-        _forget_inherited_cpu_isa(request.launcher)
+        cpu_isa.forget_inherited(request.launcher.config_patches)
         if request.launcher.torch_version and request.launcher.torch_version != torch.__version__:
             warnings.append(f"the launcher was written by torch {request.launcher.torch_version}; "
                             f"replaying it with torch {torch.__version__}")
@@ -478,33 +479,6 @@ def _apply_config(launcher) -> list[str]:
             warnings.append(f"config {assignment.module}.{assignment.attr} not applied ({type(e).__name__}: {e}); "
                             "the launcher may come from another torch version")
     return warnings
-
-
-def probe_cpu_isa() -> bool:
-    """Inductor's CPU vector ISA probe, which the first AOTI compile of a process runs (CUDA ones too):
-    per ISA a g++ build and a child Python that loads it, under a lock that all workers share. Torch
-    2.11's child imports torch, and on the H200 the first passing compile of every fresh worker took 50 s
-    longer for it. Run once in the fork server, it is inherited by each worker forked after. False where
-    this torch has no such probe, or it failed (the compile then probes, and reports, by itself)."""
-    try:
-        from torch._inductor.cpu_vec_isa import valid_vec_isa_list
-    except ImportError:
-        return False
-    try:
-        valid_vec_isa_list()
-    except Exception:
-        traceback.print_exc()
-        return False
-    return True
-
-
-def _forget_inherited_cpu_isa(launcher) -> None:
-    """The fork server probed with Inductor's default cpp.vec_isa_ok: a launcher that sets it probes its own."""
-    isa, config = sys.modules.get("torch._inductor.cpu_vec_isa"), sys.modules.get("torch._inductor.config")
-    if isa is None or config is None:
-        return  # nothing probed, nothing inherited
-    if config.cpp.vec_isa_ok is not None or "cpp.vec_isa_ok" in launcher.config_patches:
-        isa.valid_vec_isa_list.cache_clear()
 
 
 def _load_program(path: str):

@@ -1,5 +1,6 @@
 """Worker pool policy that needs no compile: GPU spreading, environment, dead workers, the fork server."""
 
+import json
 import os
 import signal
 import subprocess
@@ -9,6 +10,7 @@ import time
 
 import pytest
 
+from minifier import cpu_isa
 from minifier import fork_protocol as fp
 from minifier import worker_protocol as p
 from minifier import worklog
@@ -17,7 +19,6 @@ from minifier.forkserver import OWNER_GRACE
 from minifier.launcher import LauncherSpec
 from minifier.pool import Plan, Pool, PoolConfig, PoolError, SlotView, _worker_env, schedule
 from minifier.procs import alive, with_this_package
-from minifier.worker import _forget_inherited_cpu_isa
 
 
 def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
@@ -248,25 +249,37 @@ def test_an_idle_worker_forked_before_the_fork_server_was_prepared_is_forked_aga
         assert [what for _, what in worklog.starts(f.read())] == ["started (start 1)", "started (start 2)"]
 
 
-def test_a_launcher_that_sets_vec_isa_ok_probes_the_isas_itself(monkeypatch):
+def test_the_isa_probe_made_elsewhere_is_adopted_from_its_answers_and_forgotten_for_vec_isa_ok():
     from torch._inductor import config as inductor_config
     from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
-    def probed(launcher_sets, patches) -> int:
-        monkeypatch.setattr(inductor_config.cpp, "vec_isa_ok", True)  # the list without g++ or a child
-        valid_vec_isa_list()
-        monkeypatch.setattr(inductor_config.cpp, "vec_isa_ok", launcher_sets)
-        spec = LauncherSpec(path="/l.py", pt2="/x.pt2", run_repro_line=0, env={}, config_patches=patches)
-        _forget_inherited_cpu_isa(spec)
-        return valid_vec_isa_list.cache_info().currsize
+    def probed_in_a_child() -> tuple[dict, list]:  # as the fork server has it made: its own state untouched
+        read, write = os.pipe()
+        if os.fork() == 0:
+            found = cpu_isa.probe()  # real builds
+            os.write(write, json.dumps([found, [str(isa) for isa in valid_vec_isa_list()]]).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as f:
+            return tuple(json.load(f))
 
-    valid_vec_isa_list.cache_clear()
+    cpu_isa.forget()
     try:
-        assert probed(None, {}) == 1  # the fork server's answer is kept
-        assert probed(False, {}) == 0
-        assert probed(None, {"cpp.vec_isa_ok": True}) == 0
+        found, probed = probed_in_a_child()
+        assert found and probed and valid_vec_isa_list.cache_info().currsize == 0
+        assert cpu_isa.adopt({check: False for check in found}) == []  # the answers, not new builds
+        cpu_isa.forget()
+        assert cpu_isa.adopt(found) == probed
+        cpu_isa.forget_inherited({})
+        assert valid_vec_isa_list.cache_info().currsize == 1  # a launcher that leaves vec_isa_ok alone
+        cpu_isa.forget_inherited({"cpp.vec_isa_ok": True})
+        assert valid_vec_isa_list.cache_info().currsize == 0
+        cpu_isa.adopt(found)
+        with inductor_config.patch({"cpp.vec_isa_ok": False}):
+            cpu_isa.forget_inherited({})
+        assert valid_vec_isa_list.cache_info().currsize == 0
     finally:
-        valid_vec_isa_list.cache_clear()
+        cpu_isa.forget()
 
 
 def test_a_wait_with_a_deadline_returns_by_then_and_the_query_answers_later(tmp_path):
