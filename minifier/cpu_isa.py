@@ -1,18 +1,20 @@
 """Inductor's CPU vector ISA probe, made once per fork server instead of once per worker.
 
 The first AOTI compile of a process (CUDA ones too) asks Inductor which CPU vector ISAs build and load:
-per check a g++ build and a child Python that loads the result, under a lock that every worker of a run
-shares. Torch 2.11's child imports torch, and on the H200 that made each fresh worker's first passing
-compile 50 s longer. The fork server has a throwaway child run the probe (nothing it does can touch the
-server, CUDA included), recording the answer of each build check; the server then runs Inductor's own
-probe with those answers in place of the builds, and every worker forked after inherits the result.
-Imports torch; used by the fork server and the workers only.
+per check a g++ build and a child Python that loads the result, one check after another. Torch 2.11's
+child imports torch, and on the H200 that made each fresh worker's first passing compile 50 s longer. The
+fork server has a throwaway child run the probe (nothing it does can touch the server, CUDA included),
+recording the answer of each build check; the server then runs Inductor's own probe with those answers in
+place of the builds, and every worker forked after inherits the result. A worker forked before probes
+before its first compile, as the child does: each ISA's checks in a thread of their own. Imports torch;
+used by the fork server and the workers only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import sys
+import threading
 
 
 def probe() -> dict[str, bool] | None:
@@ -24,7 +26,7 @@ def probe() -> dict[str, bool] | None:
         found[_check(isa, code)] = passed = check_build(isa, code)
         return passed
 
-    return found if _probe_with(recording) is not None else None
+    return found if _probe_with(recording, side_by_side=True) is not None else None
 
 
 def adopt(found: dict[str, bool]) -> list[str] | None:
@@ -35,7 +37,18 @@ def adopt(found: dict[str, bool]) -> list[str] | None:
         answer = found.get(_check(isa, code))
         return check_build(isa, code) if answer is None else answer
 
-    return _probe_with(replaying)
+    return _probe_with(replaying, side_by_side=False)
+
+
+def ensure(config_patches: dict) -> None:
+    """Probe now, side by side, unless this process has the answer (inherited, or from an earlier compile)
+    or the launcher sets cpp.vec_isa_ok (its compile then needs no build check)."""
+    try:
+        from torch._inductor import config, cpu_vec_isa
+    except ImportError:
+        return
+    if not _sets_vec_isa_ok(config, config_patches) and cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 0:
+        _probe_with(lambda check_build, isa, code: check_build(isa, code), side_by_side=True)
 
 
 def forget_inherited(config_patches: dict) -> None:
@@ -44,8 +57,12 @@ def forget_inherited(config_patches: dict) -> None:
     isa, config = sys.modules.get("torch._inductor.cpu_vec_isa"), sys.modules.get("torch._inductor.config")
     if isa is None or config is None:
         return  # nothing probed, nothing inherited
-    if config.cpp.vec_isa_ok is not None or "cpp.vec_isa_ok" in config_patches:
+    if _sets_vec_isa_ok(config, config_patches):
         forget()
+
+
+def _sets_vec_isa_ok(config, config_patches: dict) -> bool:
+    return config.cpp.vec_isa_ok is not None or "cpp.vec_isa_ok" in config_patches
 
 
 def forget() -> None:
@@ -60,17 +77,35 @@ def forget() -> None:
                 cached.cache_clear()
 
 
-def _probe_with(check) -> list[str] | None:
+def _probe_with(check, side_by_side: bool) -> list[str] | None:
     try:
-        from torch._inductor.cpu_vec_isa import VecISA, valid_vec_isa_list
-        check_build = VecISA.check_build
+        from torch._inductor import cpu_vec_isa
+        check_build = cpu_vec_isa.VecISA.check_build
     except (ImportError, AttributeError):
         return None
-    VecISA.check_build = lambda isa, code: check(check_build, isa, code)
+    cpu_vec_isa.VecISA.check_build = lambda isa, code: check(check_build, isa, code)
     try:
-        return [str(isa) for isa in valid_vec_isa_list()]
+        if side_by_side:
+            _each_isa_in_a_thread(cpu_vec_isa)
+        return [str(isa) for isa in cpu_vec_isa.valid_vec_isa_list()]
     finally:
-        VecISA.check_build = check_build
+        cpu_vec_isa.VecISA.check_build = check_build
+
+
+def _each_isa_in_a_thread(cpu_vec_isa) -> None:
+    """Answer (and cache) each ISA that the CPU's flags allow in a thread of its own: ISAs share no state,
+    their checks wait on child processes, and the H200's six checks take as long as its slowest two. The
+    list is then made from the cached answers, in Inductor's own order."""
+    try:
+        flags = cpu_vec_isa.x86_isa_checker()
+        isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
+    except AttributeError:
+        return  # another torch: its own probe, one check after another
+    threads = [threading.Thread(target=bool, args=(isa,), name=f"probe {isa}") for isa in isas]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def _check(isa, code: str) -> str:

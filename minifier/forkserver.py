@@ -3,10 +3,10 @@
 A cold `import torch` with Inductor takes 4 to 13 s on the H200 machine, longer than compiling a
 small failing graph twice; a worker forked from a process that has already paid it starts at once.
 It says Hello once torch is in, and imports the rest (Inductor, Triton) between requests, so a cold
-run's first workers do not wait for imports they can make themselves meanwhile. Last it runs
-Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (50 s of a fresh
-worker's first passing compile on the H200), and says Prepared: the driver forks its idle early
-workers again, so that they inherit it too. This process never
+run's first workers do not wait for imports they can make themselves meanwhile. Last it has a child
+run Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (50 s of a fresh
+worker's first passing compile on the H200), adopts the answer (minifier/cpu_isa.py) and says Prepared:
+the driver forks its idle early workers again, so that they inherit it too. This process never
 touches CUDA (a CUDA context does not survive fork): each worker sets its own CUDA_VISIBLE_DEVICES and
 creates its context after the fork.
 
@@ -64,7 +64,7 @@ class Server:
         self.idle = idle
         self.owner = owner
         self.fresh_workers = False  # set once forked children could no longer use CUDA
-        self.prepared = False  # every step of the preload is done: a worker forked now inherits them all
+        self.prepared = False  # imports made, probe adopted: a worker forked now inherits them all
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, socket.socket] = {}
         self.connections: set[socket.socket] = set()

@@ -216,6 +216,7 @@ class Worker:
         with torch.no_grad():
             self._enter("compile", package)
             with marking_compile_times():
+                cpu_isa.ensure(patches)
                 path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
             self._enter("load", path)
             return torch._inductor.aoti_load_package(path)

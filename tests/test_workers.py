@@ -278,6 +278,10 @@ def test_the_isa_probe_made_elsewhere_is_adopted_from_its_answers_and_forgotten_
         with inductor_config.patch({"cpp.vec_isa_ok": False}):
             cpu_isa.forget_inherited({})
         assert valid_vec_isa_list.cache_info().currsize == 0
+        cpu_isa.ensure({"cpp.vec_isa_ok": True})  # that compile needs no probe
+        assert valid_vec_isa_list.cache_info().currsize == 0
+        cpu_isa.ensure({})  # a worker forked before the fork server had the answer probes before compiling
+        assert [str(isa) for isa in valid_vec_isa_list()] == probed
     finally:
         cpu_isa.forget()
 
