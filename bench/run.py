@@ -174,6 +174,8 @@ def save(out: str, measures: list[Measure], timelines: list[str]) -> None:
         f.write("\n".join(timelines))
 
 
+DRIVER_LOG = "aoti-minify.log"  # what `aoti-minify minify` printed on stderr, beside its dump copy
+
 TOOLS = {"pytorch": "theirs", "aoti-lens": "ours", "aoti-lens-warm": "warm", "aoti-lens --no-slice": "no_slice",
          "aoti-lens --slices-first": "slices_first", "aoti-minify run": "one_run"}
 
@@ -225,7 +227,8 @@ def pack_logs(tgz: str, folder: str, name: str, limit: int = 1 << 20) -> None:
     if os.path.exists(tgz):
         with tarfile.open(tgz) as old:
             members = [(m, old.extractfile(m).read()) for m in old.getmembers() if m.isfile()]
-    for log in logs_under(folder):
+    driver = os.path.join(folder, DRIVER_LOG)
+    for log in logs_under(folder) + ([driver] if os.path.exists(driver) else []):
         with open(log, "rb") as f:
             data = f.read(limit)
         members.append((tarfile.TarInfo(f"{name}/{os.path.relpath(log, folder)}"), data))
@@ -313,6 +316,8 @@ def run_ours(dump_launcher: str, folder: str, name: str, workers: int, timelines
     proc = subprocess.run([sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra],
                           capture_output=True, text=True, cwd=ROOT)
     seconds = time.monotonic() - started
+    with open(os.path.join(folder, DRIVER_LOG), "w") as f:  # each candidate's verdict, in the packed logs
+        f.write(proc.stderr)
     marks = run_marks(folder)
     timelines += [f"# {name} ({tool})", *timeline(marks), ""]
     measure = _measure_ours(proc, tool, name, seconds)
