@@ -5,16 +5,24 @@ per check a g++ build and a child Python that loads the result, one check after 
 child imports torch, and on the H200 that made each fresh worker's first passing compile 50 s longer. The
 fork server has a throwaway child run the probe (nothing it does can touch the server, CUDA included),
 recording the answer of each build check; the server then runs Inductor's own probe with those answers in
-place of the builds, and every worker forked after inherits the result. A worker forked before probes
-before its first compile, as the child does: each ISA's checks in a thread of their own. Imports torch;
-used by the fork server and the workers only.
+place of the builds, and every worker forked after inherits the result. A worker forked before takes
+the same answer from a `SharedAnswer` before its first compile: on the H200 the eight early workers'
+own probes queued with the child's on Inductor's per-ISA file locks, 50 s of the original's compile.
+Imports torch; used by the fork server and the workers only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import sys
 import threading
+import time
+
+# How long a worker waits for the fork server's answer before it probes itself (its child hung): the
+# H200's probe took 43 s one check after another.
+ANSWER_WAIT = 120.0
 
 
 def probe() -> dict[str, bool] | None:
@@ -40,15 +48,55 @@ def adopt(found: dict[str, bool]) -> list[str] | None:
     return _probe_with(replaying, side_by_side=False)
 
 
-def ensure(config_patches: dict) -> None:
-    """Probe now, side by side, unless this process has the answer (inherited, or from an earlier compile)
-    or the launcher sets cpp.vec_isa_ok (its compile then needs no build check)."""
+class SharedAnswer:
+    """The fork server's probe answer, for the workers it forked before it had one: an anonymous file made
+    before its first fork, so that every worker holds it, written once: the answers as JSON, or null where
+    none will come, then a newline (written last, so that a reader that sees it sees the whole answer)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    @classmethod
+    def create(cls) -> SharedAnswer:
+        return cls(os.memfd_create("aoti-lens-cpu-isa", os.MFD_CLOEXEC))
+
+    def publish(self, found: dict[str, bool] | None) -> None:
+        if os.fstat(self.fd).st_size:
+            return  # answered already
+        body = json.dumps(found).encode()
+        os.pwrite(self.fd, body, 0)
+        os.pwrite(self.fd, b"\n", len(body))
+
+    def wait(self, timeout: float) -> dict[str, bool] | None:
+        """The answer, once published; None where it says none will come, or none came in `timeout` s."""
+        deadline = time.monotonic() + timeout
+        while True:
+            size = os.fstat(self.fd).st_size
+            data = os.pread(self.fd, size, 0) if size else b""
+            if data.endswith(b"\n"):
+                found = json.loads(data)
+                return found if isinstance(found, dict) else None
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(0.05)
+
+
+def ensure(config_patches: dict, shared: SharedAnswer | None = None, wait: float = ANSWER_WAIT) -> str:
+    """Have the answer before a compile, unless this process has it (inherited, or from an earlier compile)
+    or the launcher sets cpp.vec_isa_ok (its compile then needs no build check): `shared`'s answer where it
+    gives one, else a probe of its own, side by side. Says which, for the worker's log ("" for neither)."""
     try:
         from torch._inductor import config, cpu_vec_isa
     except ImportError:
-        return
-    if not _sets_vec_isa_ok(config, config_patches) and cpu_vec_isa.valid_vec_isa_list.cache_info().currsize == 0:
-        _probe_with(lambda check_build, isa, code: check_build(isa, code), side_by_side=True)
+        return ""
+    if _sets_vec_isa_ok(config, config_patches) or cpu_vec_isa.valid_vec_isa_list.cache_info().currsize:
+        return ""
+    started = time.monotonic()
+    found = shared.wait(wait) if shared is not None else None
+    if found is not None and adopt(found) is not None:
+        return f"adopted the fork server's CPU vector ISA probe after {time.monotonic() - started:.1f} s"
+    _probe_with(lambda check_build, isa, code: check_build(isa, code), side_by_side=True)
+    return f"probed the CPU vector ISAs in {time.monotonic() - started:.1f} s"
 
 
 def forget_inherited(config_patches: dict) -> None:

@@ -6,7 +6,8 @@ It says Hello once torch is in, and imports the rest (Inductor, Triton) between 
 run's first workers do not wait for imports they can make themselves meanwhile. Last it has a child
 run Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (50 s of a fresh
 worker's first passing compile on the H200), adopts the answer (minifier/cpu_isa.py) and says Prepared:
-the driver forks its idle early workers again, so that they inherit it too. This process never
+the driver forks its idle early workers again, so that they inherit it too, and busy ones read it from
+the file every worker holds. This process never
 touches CUDA (a CUDA context does not survive fork): each worker sets its own CUDA_VISIBLE_DEVICES and
 creates its context after the fork.
 
@@ -65,6 +66,7 @@ class Server:
         self.owner = owner
         self.fresh_workers = False  # set once forked children could no longer use CUDA
         self.prepared = False  # imports made, probe adopted: a worker forked now inherits them all
+        self.isa_answer = cpu_isa.SharedAnswer.create()  # for the workers forked before that
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, socket.socket] = {}
         self.connections: set[socket.socket] = set()
@@ -103,6 +105,7 @@ class Server:
 
     def load(self, step: str) -> None:
         if self.fresh_workers:
+            self.isa_answer.publish(None)
             return
         if step == _CPU_ISA:
             self._probe()
@@ -116,6 +119,7 @@ class Server:
         gc.freeze()
         if _fork_poisoned():
             self.fresh_workers = True
+            self.isa_answer.publish(None)
             print(f"{what} made torch refuse CUDA in forked children: from now on each worker starts a fresh "
                   "interpreter (a cold start, as without a fork server)", flush=True)
 
@@ -152,10 +156,12 @@ class Server:
         except ValueError:
             found = None  # the child failed, and said why in this log: each worker probes for itself
         if not isinstance(found, dict) or self.fresh_workers:
+            self.isa_answer.publish(None)
             return
         with _nvml_check():
             adopted = cpu_isa.adopt(found)
         self._settle("adopting the CPU vector ISA probe")
+        self.isa_answer.publish(found if adopted is not None else None)
         if adopted is not None and not self.fresh_workers:
             phase("probed", f"CPU vector ISAs: {', '.join(adopted) or 'none'}")
             self.prepared = True
@@ -243,7 +249,7 @@ class Server:
                 os.set_inheritable(fd_in, True)
                 os.set_inheritable(fd_out, True)
                 os.execv(sys.executable, [sys.executable, "-m", "minifier.worker", str(fd_in), str(fd_out)])
-            serve(fd_in, fd_out)
+            serve(fd_in, fd_out, self.isa_answer)
             code = 0
         except BaseException:
             traceback.print_exc()

@@ -36,7 +36,8 @@ _DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
 
 
 class Worker:
-    def __init__(self) -> None:
+    def __init__(self, isa_answer: cpu_isa.SharedAnswer | None = None) -> None:
+        self.isa_answer = isa_answer  # the fork server's CPU ISA probe, where it forked this one before having it
         self.init: p.InitRequest | None = None
         self.ep = None
         self.flat = None
@@ -216,7 +217,9 @@ class Worker:
         with torch.no_grad():
             self._enter("compile", package)
             with marking_compile_times():
-                cpu_isa.ensure(patches)
+                how = cpu_isa.ensure(patches, self.isa_answer)
+                if how:
+                    print(how, flush=True)
                 path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
             self._enter("load", path)
             return torch._inductor.aoti_load_package(path)
@@ -557,14 +560,14 @@ def _die_with_parent_or_driver(requests_fd: int) -> None:
     threading.Thread(target=watch, daemon=True, name="parent-watch").start()
 
 
-def serve(fd_in: int, fd_out: int) -> None:
+def serve(fd_in: int, fd_out: int, isa_answer: cpu_isa.SharedAnswer | None = None) -> None:
     """Answer the driver's requests until it closes the request pipe (or a reply says we must go)."""
     name_process(WORKER_NAME)
     _die_with_parent_or_driver(fd_in)
     keep_under(LOG_LIMIT)
     requests = os.fdopen(fd_in, "rb")
     replies = os.fdopen(fd_out, "wb", buffering=0)
-    worker = Worker()
+    worker = Worker(isa_answer)
     for line in requests:
         try:
             reply = worker.handle(p.decode_request(line))

@@ -227,14 +227,15 @@ def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path
     assert marks == ["None", "1", "None"]
 
 
-def test_an_idle_worker_forked_before_the_fork_server_was_prepared_is_forked_again(tmp_path):
+def test_a_worker_forked_before_the_fork_server_was_prepared_adopts_its_probe_and_is_forked_again_when_idle(tmp_path):
     # The fork server's last step is Inductor's CPU vector ISA probe (50 s of each fresh worker's first
-    # passing compile on the H200): a worker forked before it would pay it, so it is forked anew.
+    # passing compile on the H200): a worker forked before it that compiles at once takes the server's
+    # answer instead of probing itself, and one idle once the server has it is forked anew.
     save_relu_program(tmp_path)
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:
         early = pool.slots[0].proc
-        assert isinstance(pool.call(p.DescribeRequest()), p.Described)  # the early worker is up and idle
+        at_once = pool.call(p.QueryRequest(key="at-once", original=True), timeout=120)  # no refork in between
         if not pool.forks.prepared:
             assert isinstance(pool.forks.receive(timeout=120, until=fp.Prepared), fp.Prepared)
         pool.submit(p.QueryRequest(key="after", original=True))
@@ -242,26 +243,76 @@ def test_an_idle_worker_forked_before_the_fork_server_was_prepared_is_forked_aga
         late = pool.slots[0].proc
     finally:
         pool.close()
-    assert early.prepared is False and late.prepared is True and answered.outcome.status == "passed"
+    assert early.prepared is False and late.prepared is True
+    assert at_once.status == answered.outcome.status == "passed"
     with open(worklog.fork_server_log(str(tmp_path))) as f:
         assert "probed CPU vector ISAs" in f.read()
     with open(worklog.worker_log(str(tmp_path), 0)) as f:
-        assert [what for _, what in worklog.starts(f.read())] == ["started (start 1)", "started (start 2)"]
+        log = f.read()
+    assert [what for _, what in worklog.starts(log)] == ["started (start 1)", "started (start 2)"]
+    assert log.count("adopted the fork server's CPU vector ISA probe after") == 1 and "probed the CPU" not in log
+
+
+def probed_in_a_child() -> tuple[dict, list]:
+    """The probe's answers and ISAs, made as the fork server has it made: in a child, since a probe changes
+    this process's ISAs (Inductor's bf16 check adds its flag to avx512's for good)."""
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        found = cpu_isa.probe()  # real builds
+        os.write(write, json.dumps([found, [str(isa) for isa in valid_vec_isa_list()]]).encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        got = tuple(json.load(f))
+    os.waitpid(pid, 0)
+    return got
+
+
+def test_a_worker_waits_for_the_shared_isa_answer_and_probes_itself_where_none_comes():
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
+    def ensured_in_a_child(shared: cpu_isa.SharedAnswer, wait: float) -> tuple[int, int]:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            how = cpu_isa.ensure({}, shared, wait=wait)
+            os.write(write, json.dumps([how, [str(isa) for isa in valid_vec_isa_list()]]).encode())
+            os._exit(0)
+        os.close(write)
+        return pid, read
+
+    def answer(child: tuple[int, int]) -> tuple[str, list]:
+        pid, read = child
+        with os.fdopen(read) as f:
+            got = tuple(json.load(f))
+        os.waitpid(pid, 0)
+        return got
+
+    cpu_isa.forget()
+    try:
+        found, probed = probed_in_a_child()
+        waiting = cpu_isa.SharedAnswer.create()
+        child = ensured_in_a_child(waiting, wait=60)
+        time.sleep(0.5)  # the child waits: the answer is published after it asked
+        waiting.publish({check: False for check in found})  # answers no build would give: taken, not rebuilt
+        waiting.publish(found)  # written once: a later publish changes nothing
+        how, isas = answer(child)
+        assert how.startswith("adopted the fork server's CPU vector ISA probe after") and isas == []
+        refused = cpu_isa.SharedAnswer.create()
+        refused.publish(None)  # the server will have none (it starts fresh workers, or its child failed)
+        how, isas = answer(ensured_in_a_child(refused, wait=60))
+        assert how.startswith("probed the CPU vector ISAs in") and isas == probed
+        how, _ = answer(ensured_in_a_child(cpu_isa.SharedAnswer.create(), wait=0.2))  # its child hung
+        assert how.startswith("probed the CPU vector ISAs in")
+    finally:
+        cpu_isa.forget()
 
 
 def test_the_isa_probe_made_elsewhere_is_adopted_from_its_answers_and_forgotten_for_vec_isa_ok():
     from torch._inductor import config as inductor_config
     from torch._inductor.cpu_vec_isa import valid_vec_isa_list
-
-    def probed_in_a_child() -> tuple[dict, list]:  # as the fork server has it made: its own state untouched
-        read, write = os.pipe()
-        if os.fork() == 0:
-            found = cpu_isa.probe()  # real builds
-            os.write(write, json.dumps([found, [str(isa) for isa in valid_vec_isa_list()]]).encode())
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read) as f:
-            return tuple(json.load(f))
 
     cpu_isa.forget()
     try:
