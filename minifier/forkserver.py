@@ -125,8 +125,8 @@ class Server:
 
     def _probe(self) -> None:
         """Inductor's CPU vector ISA probe, in a child: it takes 50 s on the H200, while this process goes
-        on forking workers (which probe for themselves until it is done), and whatever it touches (CUDA)
-        stays in the child. Its answer comes back on a pipe, as JSON."""
+        on forking workers (a compile of theirs waits for the answer meanwhile), and whatever it touches
+        (CUDA) stays in the child. Its answer comes back on a pipe, as JSON."""
         answer, write_end = os.pipe()
         sys.stdout.flush()
         if os.fork() == 0:
