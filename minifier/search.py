@@ -181,13 +181,22 @@ class Race:
                 hit = next(c for c in ranked if verdicts.get(c) == "fails")
                 break
             first = next((c for c in ranked if verdicts.get(c) == "fails"), None)
-            untested = self._deciding(candidates, ranked, first)
+            deciding = ranked if first is None else ranked[:ranked.index(first)]
+            untested = [c for c in candidates if c not in verdicts and c in deciding]
+            stale = ranked[len(deciding) + 1:]  # can no longer be the round's result
+            if first is not None and then is not None:
+                ahead, stale_ahead = self._round_after(first, then, ahead)
+                stale += stale_ahead
+            needed = {*untested, *(ahead[1] if ahead else ())}
+            for candidate in stale:
+                if candidate not in needed:  # the same graph may be in this round and the one after
+                    self._drop(candidate)
             if not untested:
                 break
             for candidate in untested:
                 self._start(candidate, background=False)
-            if first is not None and then is not None:
-                ahead = self._run_ahead(first, then, ahead)
+            if ahead is not None:
+                self._run_ahead(ahead[1])
             self._step()
         self._prune(hit or current)
         return hit
@@ -217,30 +226,22 @@ class Race:
             del self.running[candidate]
         self.race(self.tester.leads())
 
-    def _deciding(self, candidates: Sequence[Candidate], ranked: list[Candidate],
-                  first: Candidate | None) -> list[Candidate]:
-        """The untested candidates that can still be the round's result; what ranks after the first failing
-        one never can, and is stopped."""
-        deciding = ranked if first is None else ranked[:ranked.index(first)]
-        for candidate in ranked[len(deciding) + 1:]:
-            self._drop(candidate)
-        return [c for c in candidates if c not in self.tester.verdicts and c in deciding]
+    def _round_after(self, first: Candidate, then: NextRound, ahead: tuple[Candidate, list[Candidate]] | None
+                     ) -> tuple[tuple[Candidate, list[Candidate]], list[Candidate]]:
+        """The round after `first`, and what the one run ahead of another failing candidate, if one failed
+        first, had that this one has not (to be stopped)."""
+        if ahead is not None and ahead[0] == first:
+            return ahead, []
+        upcoming = list(then(first))
+        return (first, upcoming), [c for c in (ahead[1] if ahead else []) if c not in upcoming]
 
-    def _run_ahead(self, first: Candidate, then: NextRound,
-                   ahead: tuple[Candidate, list[Candidate]] | None) -> tuple[Candidate, list[Candidate]]:
-        """The round after `first` (the one before it, if another failed first, is stopped), a candidate on
-        each spare worker, in the background: the round's own candidates keep every worker they can use (on
-        two workers, queuing them all made BERT's index_put search 1.4x slower)."""
-        if ahead is None or ahead[0] != first:
-            upcoming = list(then(first))
-            for candidate in ahead[1] if ahead else []:
-                if candidate not in upcoming:
-                    self._drop(candidate)
-            ahead = (first, upcoming)
-        waiting = [c for c in ahead[1] if c not in self.running and c not in self.tester.verdicts]
+    def _run_ahead(self, upcoming: list[Candidate]) -> None:
+        """The round after the failing candidate, a candidate on each spare worker, in the background: the
+        round's own candidates keep every worker they can use (on two workers, queuing them all made BERT's
+        index_put search 1.4x slower)."""
+        waiting = [c for c in upcoming if c not in self.running and c not in self.tester.verdicts]
         for candidate in waiting[:self.tester.spare()]:
             self._start(candidate, background=True)
-        return ahead
 
     def _drop(self, candidate: Candidate) -> None:
         if candidate in self.running and candidate not in self.racers:

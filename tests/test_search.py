@@ -362,3 +362,24 @@ def test_what_ranks_after_a_failing_candidate_is_stopped_before_the_round_ends()
     pool = Timed(lambda c: "n3" in c, latency=lambda c: {one: 10.0, four: 1.0, six: 50.0}[c])
     assert Race(pool).first_failing([one, four, six], frozenset(names)) == four
     assert stops == {six: 1.0} and pool.now == 10.0  # its worker is free once the 4 nodes fail
+
+
+def test_the_round_run_ahead_of_an_earlier_failure_never_stops_what_this_round_still_waits_for():
+    # GPT-2 on the H200, single nodes at the end: a 4-node complement fails first and the round after it (its
+    # single nodes) runs ahead; then a single node fails, and that run-ahead round is dropped. Its single nodes
+    # are also this round's, still compiling: stopping them meant compiling them again (about 10 s there).
+    names, space = chain(5)
+    current = frozenset(names)
+    singles = [frozenset([n]) for n in names]
+    complements = [current - s for s in singles]
+    culprit = frozenset(["n2"])
+    pool = SimulatedPool(lambda c: culprit <= c,
+                         latency=lambda c: 60.0 if not culprit <= c else 5.0 if c == culprit else 2.0)
+    race = Race(pool)
+
+    def then(hit):
+        return [c for c in [*(frozenset([n]) for n in sorted(hit)), *(hit - {n} for n in hit)] if len(c) < len(hit)]
+
+    assert race.first_failing([*singles, *complements], current, then) == culprit
+    assert singles[1] not in pool.stopped and [c for c, _ in pool.started].count(singles[1]) == 1
+    assert pool.now == 60.0  # the passing single nodes before it, compiled once
