@@ -5,7 +5,9 @@ per check a g++ build and a child Python that loads the result, one check after 
 child imports torch, and on the H200 that made each fresh worker's first passing compile 50 s longer. The
 fork server has a throwaway child run the probe (nothing it does can touch the server, CUDA included),
 recording the answer of each build check; the server then runs Inductor's own probe with those answers in
-place of the builds, and every worker forked after inherits the result. A worker forked before takes
+place of the builds, and every worker forked after inherits the result. In that child a check loads its
+build without importing torch first (torch's own since 2.13), and only a load that fails so is tried
+Inductor's way: the torch import was 7 s of each check on the H200, two checks one after the other. A worker forked before takes
 the same answer from a `SharedAnswer` before its first compile: on the H200 the eight early workers'
 own probes queued with the child's on Inductor's per-ISA file locks, 50 s of the original's compile.
 Imports torch; used by the fork server and the workers only.
@@ -13,9 +15,11 @@ Imports torch; used by the fork server and the workers only.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -34,7 +38,9 @@ def probe() -> dict[str, bool] | None:
         found[_check(isa, code)] = passed = check_build(isa, code)
         return passed
 
-    return found if _probe_with(recording, side_by_side=True) is not None else None
+    with _loads_without_torch_import():
+        probed = _probe_with(recording, side_by_side=True)
+    return found if probed is not None else None
 
 
 def adopt(found: dict[str, bool]) -> list[str] | None:
@@ -154,6 +160,71 @@ def _each_isa_in_a_thread(cpu_vec_isa) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+@contextlib.contextmanager
+def _loads_without_torch_import():
+    """Inductor's load checks, as `probe` runs them: a child Python that only loads the build, torch's
+    libraries found on LD_LIBRARY_PATH (as torch 2.13 does), where this torch's check imports torch first.
+    A build that does not load so is checked again Inductor's way, so the answer is never "no" where
+    Inductor's own check would say "yes"; a "yes" is a load that worked."""
+    try:
+        from torch._inductor import cpu_vec_isa
+    except ImportError:
+        yield
+        return
+    real = cpu_vec_isa.subprocess
+    cpu_vec_isa.subprocess = _LightLoads(real)
+    try:
+        yield
+    finally:
+        cpu_vec_isa.subprocess = real
+
+
+class _LightLoads:
+    """`subprocess` as cpu_vec_isa sees it during a probe: a load check that would import torch first is
+    tried without the import first."""
+
+    def __init__(self, real) -> None:
+        self._real = real
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+    def run(self, cmd, *args, **kwargs):
+        return self._real.CompletedProcess(cmd, 0) if self._loads(cmd, kwargs) else self._real.run(cmd, *args, **kwargs)
+
+    def check_call(self, cmd, *args, **kwargs):
+        return 0 if self._loads(cmd, kwargs) else self._real.check_call(cmd, *args, **kwargs)
+
+    def _loads(self, cmd, kwargs: dict) -> bool:
+        light = light_load(cmd)
+        if light is None:
+            return False
+        env = dict(kwargs.get("env") or os.environ)
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [_torch_lib(), env.get("LD_LIBRARY_PATH")]))
+        try:
+            return self._real.run(light, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                                  cwd=kwargs.get("cwd"), timeout=60).returncode == 0
+        except (OSError, subprocess.SubprocessError):
+            return False
+
+
+def light_load(cmd) -> list[str] | None:
+    """`cmd` without its `import torch` line, where it is a load check (`python -c` code that loads a
+    library) that imports torch first; None for anything else."""
+    if not (isinstance(cmd, (list, tuple)) and len(cmd) == 3 and cmd[1] == "-c" and isinstance(cmd[2], str)):
+        return None
+    lines = cmd[2].splitlines()
+    kept = [line for line in lines if line.strip() != "import torch"]
+    if len(kept) == len(lines) or "LoadLibrary" not in cmd[2]:
+        return None
+    return [cmd[0], "-c", "\n".join(kept)]
+
+
+def _torch_lib() -> str:
+    import torch
+    return os.path.join(os.path.dirname(torch.__file__), "lib")
 
 
 def _check(isa, code: str) -> str:

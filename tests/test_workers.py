@@ -270,6 +270,44 @@ def probed_in_a_child() -> tuple[dict, list]:
     return got
 
 
+def test_the_probe_loads_builds_without_importing_torch_and_confirms_a_failed_load_inductors_way():
+    """Torch 2.11's load check imports torch in its child (7 s a check on the H200): the probe loads the
+    build without it, and a load that fails so is made again Inductor's way, so the answers stay Inductor's."""
+    from torch._inductor.cpu_vec_isa import VecISA
+
+    old_check = 'import torch\nfrom ctypes import cdll\ncdll.LoadLibrary("__lib_path__")\n'  # torch 2.11's
+    assert cpu_isa.light_load([sys.executable, "-c", old_check]) == [sys.executable, "-c", old_check.split("\n", 1)[1].rstrip("\n")]
+    assert cpu_isa.light_load([sys.executable, "-c", VecISA._avx_py_load]) is None  # light already
+    assert cpu_isa.light_load(["g++", "-c", "x.cpp"]) is None
+
+    def probed_with(light_load) -> tuple[dict, list]:
+        """The probe's answers and the load checks it ran, with torch 2.11's check, in a child."""
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            VecISA._avx_py_load = old_check
+            cpu_isa.light_load = light_load
+            ran, real_run = [], subprocess.run
+            subprocess.run = lambda cmd, *a, **k: ran.append(cmd[-1]) or real_run(cmd, *a, **k)
+            found = cpu_isa.probe()
+            os.write(write, json.dumps([found, [code for code in ran if "LoadLibrary" in code]]).encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as f:
+            got = tuple(json.load(f))
+        os.waitpid(pid, 0)
+        return got
+
+    cpu_isa.forget()
+    found, _ = probed_in_a_child()
+    light, loads = probed_with(cpu_isa.light_load)
+    assert light == found and loads and not any("import torch" in code for code in loads)
+    failing = [sys.executable, "-c", "raise SystemExit(1)"]
+    light_load = cpu_isa.light_load
+    confirmed, loads = probed_with(lambda cmd: failing if light_load(cmd) else None)
+    assert confirmed == found and len(loads) == len(found) and all("import torch" in code for code in loads)
+
+
 def test_a_worker_waits_for_the_shared_isa_answer_and_probes_itself_where_none_comes():
     from torch._inductor.cpu_vec_isa import valid_vec_isa_list
 
