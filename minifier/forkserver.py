@@ -3,11 +3,12 @@
 A cold `import torch` with Inductor takes 4 to 13 s on the H200 machine, longer than compiling a
 small failing graph twice; a worker forked from a process that has already paid it starts at once.
 It says Hello once torch is in, and imports the rest (Inductor, Triton) between requests, so a cold
-run's first workers do not wait for imports they can make themselves meanwhile. Last it has a child
-run Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (50 s of a fresh
-worker's first passing compile on the H200), adopts the answer (minifier/cpu_isa.py) and says Prepared:
-the driver forks its idle early workers again, so that they inherit it too, and busy ones read it from
-the file every worker holds. This process never
+run's first workers do not wait for imports they can make themselves meanwhile. First of all it has a
+child run Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (50 s of a
+fresh worker's first passing compile on the H200), beside those imports: the original's compile waits for
+its answer. Once it has adopted the answer (minifier/cpu_isa.py) and made its imports it says Prepared:
+the driver forks its idle early workers again, so that they inherit it all, and busy ones read the answer
+from the file every worker holds. This process never
 touches CUDA (a CUDA context does not survive fork): each worker sets its own CUDA_VISIBLE_DEVICES and
 creates its context after the fork.
 
@@ -45,9 +46,10 @@ from .wire import WireError
 from .worker import COMPILE_MODULES, import_if_installed, serve
 from .worklog import phase, server_header
 
-# What every worker imports before its first compile, torch first, then what that compile would probe.
+# What every worker imports before its first compile, torch first; the probe that compile would make
+# starts right after torch, in a child, so that it runs beside the imports (its 20 s were after them).
 _CPU_ISA = "the CPU vector ISA probe"
-_PRELOAD = ("torch", "minifier.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES, _CPU_ISA)
+_PRELOAD = ("torch", _CPU_ISA, "minifier.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES)
 # torch.cuda.is_available() asks the CUDA driver, and from then on torch refuses CUDA in forked children
 # ("Cannot re-initialize CUDA in forked subprocess"). Inductor asks it at import time (torch 2.11:
 # runtime/benchmarking.py); with this variable set torch asks NVML instead, which leaves fork usable.
@@ -66,6 +68,8 @@ class Server:
         self.owner = owner
         self.fresh_workers = False  # set once forked children could no longer use CUDA
         self.prepared = False  # imports made, probe adopted: a worker forked now inherits them all
+        self.adopted = False  # the probe's answer, in this process
+        self.preload: list[str] = []
         self.isa_answer = cpu_isa.SharedAnswer.create()  # for the workers forked before that
         self.selector = selectors.DefaultSelector()
         self.children: dict[int, socket.socket] = {}
@@ -89,8 +93,9 @@ class Server:
     def serve(self, preload: list[str]) -> None:
         """Answer requests; when there are none, take the next step of `preload` (workers forked before
         it is done take it themselves, in parallel)."""
+        self.preload = list(preload)
         while not self._finished():
-            events = self.selector.select(timeout=0 if preload else 1.0)
+            events = self.selector.select(timeout=0 if self.preload else 1.0)
             for key, _ in events:
                 if key.data == "reap":
                     self._reap()
@@ -100,8 +105,9 @@ class Server:
                     self._probed(key.fileobj)
                 else:
                     self._receive(key.data)
-            if preload and not events:
-                self.load(preload.pop(0))
+            if self.preload and not events:
+                self.load(self.preload.pop(0))
+                self._say_prepared()
 
     def load(self, step: str) -> None:
         if self.fresh_workers:
@@ -124,7 +130,7 @@ class Server:
                   "interpreter (a cold start, as without a fork server)", flush=True)
 
     def _probe(self) -> None:
-        """Inductor's CPU vector ISA probe, in a child: it takes 50 s on the H200, while this process goes
+        """Inductor's CPU vector ISA probe, in a child: it took 20 to 50 s on the H200, while this process goes
         on forking workers (a compile of theirs waits for the answer meanwhile), and whatever it touches
         (CUDA) stays in the child. Its answer comes back on a pipe, as JSON."""
         answer, write_end = os.pipe()
@@ -164,9 +170,16 @@ class Server:
         self.isa_answer.publish(found if adopted is not None else None)
         if adopted is not None and not self.fresh_workers:
             phase("probed", f"CPU vector ISAs: {', '.join(adopted) or 'none'}")
-            self.prepared = True
-            for connection in list(self.connections):
-                self._send(connection, fp.Prepared())
+            self.adopted = True
+            self._say_prepared()
+
+    def _say_prepared(self) -> None:
+        """Once the imports are made and the probe's answer adopted, whichever comes last."""
+        if self.prepared or not self.adopted or self.preload or self.fresh_workers:
+            return
+        self.prepared = True
+        for connection in list(self.connections):
+            self._send(connection, fp.Prepared())
 
     def _finished(self) -> bool:
         if self.listener is None:  # private: lives exactly as long as its one driver
