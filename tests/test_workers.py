@@ -409,6 +409,27 @@ def test_kernel_provenance_survives_in_the_log_of_a_worker_that_dies(capsys):
     assert worklog.provenance_in("no mark here") == {} and worklog.provenance_in(worklog.PROVENANCE_MARK + "{") == {}
 
 
+def test_kernel_provenance_is_recorded_when_the_compile_s_caches_are_warm(tmp_path):
+    # caches stay on in the provenance compile: a second compile of the same graph still names its kernel
+    save_relu_program(tmp_path)
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache")}
+    pool = Pool(config(tmp_path, env=env, size=1, start_timeout=120))
+    try:
+        for key in ("cold", "warm"):
+            pool.submit(p.QueryRequest(key=key, original=True, provenance=True))
+            [answered] = pool.wait()
+            assert answered.outcome.status == "passed"
+    finally:
+        pool.close()
+    with open(worklog.worker_log(str(tmp_path), 0)) as f:
+        log = f.read()
+    marks = log.split(worklog.PROVENANCE_MARK)[1:]
+    assert len(marks) == 2
+    for mark in marks:
+        kernels = worklog.provenance_in(worklog.PROVENANCE_MARK + mark)
+        assert any(name.startswith("cpp_fused_relu") and nodes == ["relu"] for name, nodes in kernels.items()), kernels
+
+
 def test_a_compile_marks_how_long_it_took_and_where(tmp_path):
     # the log that comes back from a device run says why a compile was slow (bench/timeline.py shows it)
     save_relu_program(tmp_path)
