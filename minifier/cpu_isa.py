@@ -7,9 +7,10 @@ fork server has a throwaway child run the probe (nothing it does can touch the s
 recording the answer of each build check; the server then runs Inductor's own probe with those answers in
 place of the builds, and every worker forked after inherits the result. In that child a check loads its
 build without importing torch first (torch's own since 2.13), and only a load that fails so is tried
-Inductor's way: the torch import was 7 s of each check on the H200, two checks one after the other. A worker forked before takes
-the same answer from a `SharedAnswer` before its first compile: on the H200 the eight early workers'
-own probes queued with the child's on Inductor's per-ISA file locks, 50 s of the original's compile.
+Inductor's way: the torch import was 7 s of each check on the H200, two checks one after the other. A
+worker forked before takes the same answer from a `SharedAnswer` before its first compile: on the H200
+the eight early workers' own probes queued with the child's on Inductor's per-ISA file locks, 50 s of
+the original's compile.
 Imports torch; used by the fork server and the workers only.
 """
 

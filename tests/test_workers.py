@@ -253,15 +253,14 @@ def test_a_worker_forked_before_the_fork_server_was_prepared_adopts_its_probe_an
     assert log.count("adopted the fork server's CPU vector ISA probe after") == 1 and "probed the CPU" not in log
 
 
-def probed_in_a_child() -> tuple[dict, list]:
-    """The probe's answers and ISAs, made as the fork server has it made: in a child, since a probe changes
-    this process's ISAs (Inductor's bf16 check adds its flag to avx512's for good)."""
-    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+def made_in_a_child(make) -> tuple:
+    """What `make()` returns (a JSON list), made in a forked child: a probe changes its process's ISAs
+    (Inductor's bf16 check adds its flag to avx512's for good), so probes are made as the fork server has
+    them made."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
-        found = cpu_isa.probe()  # real builds
-        os.write(write, json.dumps([found, [str(isa) for isa in valid_vec_isa_list()]]).encode())
+        os.write(write, json.dumps(make()).encode())
         os._exit(0)
     os.close(write)
     with os.fdopen(read) as f:
@@ -270,33 +269,33 @@ def probed_in_a_child() -> tuple[dict, list]:
     return got
 
 
+def probed_in_a_child() -> tuple[dict, list]:
+    """The probe's answers (real builds) and ISAs."""
+    from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+    return made_in_a_child(lambda: [cpu_isa.probe(), [str(isa) for isa in valid_vec_isa_list()]])
+
+
 def test_the_probe_loads_builds_without_importing_torch_and_confirms_a_failed_load_inductors_way():
     """Torch 2.11's load check imports torch in its child (7 s a check on the H200): the probe loads the
     build without it, and a load that fails so is made again Inductor's way, so the answers stay Inductor's."""
     from torch._inductor.cpu_vec_isa import VecISA
 
     old_check = 'import torch\nfrom ctypes import cdll\ncdll.LoadLibrary("__lib_path__")\n'  # torch 2.11's
-    assert cpu_isa.light_load([sys.executable, "-c", old_check]) == [sys.executable, "-c", old_check.split("\n", 1)[1].rstrip("\n")]
+    without_import = old_check.split("\n", 1)[1].rstrip("\n")
+    assert cpu_isa.light_load([sys.executable, "-c", old_check]) == [sys.executable, "-c", without_import]
     assert cpu_isa.light_load([sys.executable, "-c", VecISA._avx_py_load]) is None  # light already
     assert cpu_isa.light_load(["g++", "-c", "x.cpp"]) is None
 
     def probed_with(light_load) -> tuple[dict, list]:
-        """The probe's answers and the load checks it ran, with torch 2.11's check, in a child."""
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:
+        """The probe's answers and the load checks it ran, with torch 2.11's check (in a child)."""
+        def make() -> list:
             VecISA._avx_py_load = old_check
             cpu_isa.light_load = light_load
             ran, real_run = [], subprocess.run
             subprocess.run = lambda cmd, *a, **k: ran.append(cmd[-1]) or real_run(cmd, *a, **k)
             found = cpu_isa.probe()
-            os.write(write, json.dumps([found, [code for code in ran if "LoadLibrary" in code]]).encode())
-            os._exit(0)
-        os.close(write)
-        with os.fdopen(read) as f:
-            got = tuple(json.load(f))
-        os.waitpid(pid, 0)
-        return got
+            return [found, [code for code in ran if "LoadLibrary" in code]]
+        return made_in_a_child(make)
 
     cpu_isa.forget()
     found, _ = probed_in_a_child()
