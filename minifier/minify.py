@@ -166,7 +166,7 @@ class PoolOracle:
         self.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=round(result.seconds, 2),
                                           detail=detail, queries=self.pool.started))
         self.reporter.say(f"{self.progress.line()} | candidate of {len(candidate)} nodes: {verdict}"
-                          + (" (a guess)" if self.priority.get(candidate) else "")
+                          + (" (background: a guess, or a round run ahead)" if self.priority.get(candidate) else "")
                           + (f" ({detail[:120]})" if detail and verdict != "fails" else ""))
 
     def verdict(self, result: Result) -> Verdict:

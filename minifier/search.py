@@ -16,11 +16,14 @@ background on a worker the rounds leave free; one from diverging values goes ahe
 current graph replaces it at once. Whatever can no longer matter (a graph not smaller than the current
 one, a round's candidate outside it) is stopped.
 
-A round that has a failing candidate but waits for a smaller or earlier one (its result must not depend on
-which worker is faster) stops what ranks after the failing one, which can no longer be its result, and
-starts the round that would follow the failing one in the background, on workers nothing else will take: on the
-H200 a candidate that fails compiles in 2 s, one that passes in about a minute, and GPT-2's rounds waited
-73 s and 44 s so. That work is kept if the round takes the failing candidate, stopped if not.
+Rounds run ahead, on workers nothing else will take. A round that has a failing candidate but waits for a
+smaller or earlier one (its result must not depend on which worker is faster) stops what ranks after the
+failing one, which can no longer be its result, and starts the round that would follow the failing one in the
+background: on the H200 a candidate that fails compiles in 2 s, one that passes in about a minute, and GPT-2's
+rounds waited 73 s and 44 s so. Spare workers after that take the rounds that would follow each candidate still
+undecided, best first: Qwen2's complex sub on the H200 was a bisection of eight rounds, each one compile of 6 to
+10 s whether its candidates failed or passed, with six of eight workers idle. Such work is kept if the round
+takes that candidate, stopped once it cannot (the candidate passed, or ranks after a failing one).
 """
 
 from __future__ import annotations
@@ -165,14 +168,15 @@ class Race:
     def first_failing(self, candidates: Sequence[Candidate], current: Candidate,
                       then: NextRound | None = None) -> Candidate | None:
         """One round: its smallest failing candidate, or a guess that answered first; None if none fails.
-        While it waits with a failing candidate in hand, the round `then` would follow it with runs ahead."""
+        While it waits, the round `then` would follow with runs ahead on spare workers: the failing
+        candidate's once one failed, before that each undecided candidate's, best first."""
         verdicts = self.tester.verdicts
         passed = [c for c, v in verdicts.items() if v == "passes"]
         implied = [c for c in candidates if c not in verdicts and any(c < clean for clean in passed)]
         self.implied += len(implied)
         candidates = [c for c in candidates if c not in implied]
         ranked = sorted(candidates, key=len)  # the order the round takes a failing candidate in
-        ahead: tuple[Candidate, list[Candidate]] | None = None  # a failing candidate, the round after it
+        ahead: dict[Candidate, list[Candidate]] = {}  # a candidate that may be the result -> the round after it
         while True:
             hit = self.winner(current)
             if hit is not None:
@@ -184,10 +188,10 @@ class Race:
             deciding = ranked if first is None else ranked[:ranked.index(first)]
             untested = [c for c in candidates if c not in verdicts and c in deciding]
             stale = ranked[len(deciding) + 1:]  # can no longer be the round's result
-            if first is not None and then is not None:
-                ahead, stale_ahead = self._round_after(first, then, ahead)
-                stale += stale_ahead
-            needed = {*untested, *(ahead[1] if ahead else ())}
+            if then is not None:  # the failing one, else those still undecided, best first
+                hopefuls = [first] if first is not None else [c for c in ranked if c not in verdicts]
+                stale += self._rounds_after(ahead, hopefuls, then)
+            needed = {*untested, *(c for upcoming in ahead.values() for c in upcoming)}
             for candidate in stale:
                 if candidate not in needed:  # the same graph may be in this round and the one after
                     self._drop(candidate)
@@ -195,8 +199,8 @@ class Race:
                 break
             for candidate in untested:
                 self._start(candidate, background=False)
-            if ahead is not None:
-                self._run_ahead(ahead[1])
+            for upcoming in ahead.values():
+                self._run_ahead(upcoming)
             self._step()
         self._prune(hit or current)
         return hit
@@ -226,19 +230,27 @@ class Race:
             del self.running[candidate]
         self.race(self.tester.leads())
 
-    def _round_after(self, first: Candidate, then: NextRound, ahead: tuple[Candidate, list[Candidate]] | None
-                     ) -> tuple[tuple[Candidate, list[Candidate]], list[Candidate]]:
-        """The round after `first`, and what the one run ahead of another failing candidate, if one failed
-        first, had that this one has not (to be stopped)."""
-        if ahead is not None and ahead[0] == first:
-            return ahead, []
-        upcoming = list(then(first))
-        return (first, upcoming), [c for c in (ahead[1] if ahead else []) if c not in upcoming]
+    def _rounds_after(self, ahead: dict[Candidate, list[Candidate]], hopefuls: list[Candidate], then: NextRound
+                      ) -> list[Candidate]:
+        """Keep `ahead` to the rounds after `hopefuls` (in their order, which is the order they get spare
+        workers in), and say what the rounds it no longer holds had that those it holds have not: work for
+        a candidate that passed, or that ranks after a failing one, to be stopped. Past the first, a round is
+        only made while a worker is spare to run it (all 32 of a 2000-node chain's round at 16 chunks took
+        0.15 s to make)."""
+        before = dict(ahead)
+        ahead.clear()
+        for i, candidate in enumerate(hopefuls):
+            if candidate in before:
+                ahead[candidate] = before[candidate]
+            elif i == 0 or self.tester.spare():
+                ahead[candidate] = list(then(candidate))
+        kept = {c for upcoming in ahead.values() for c in upcoming}
+        return [c for upcoming in before.values() for c in upcoming if c not in kept]
 
     def _run_ahead(self, upcoming: list[Candidate]) -> None:
-        """The round after the failing candidate, a candidate on each spare worker, in the background: the
-        round's own candidates keep every worker they can use (on two workers, queuing them all made BERT's
-        index_put search 1.4x slower)."""
+        """The round after a candidate, a candidate on each spare worker, in the background: the round's own
+        candidates keep every worker they can use (on two workers, queuing them all made BERT's index_put
+        search 1.4x slower)."""
         waiting = [c for c in upcoming if c not in self.running and c not in self.tester.verdicts]
         for candidate in waiting[:self.tester.spare()]:
             self._start(candidate, background=True)

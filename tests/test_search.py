@@ -1,6 +1,8 @@
 """The search over node sets, with oracles that stand for known bug shapes, and the race of guesses
 beside it on a simulated clock."""
 
+import pytest
+
 from minifier.search import Race, Space, make_closure, minimize, smallest_failure_known
 
 
@@ -120,11 +122,12 @@ def test_a_concurrent_round_waits_for_smaller_candidates_but_not_larger_ones():
 
 
 class SimulatedPool:
-    """A search.Tester on a simulated clock, as many workers as asked for: each candidate answers
-    `latency(candidate)` after it starts. Compiles cost time in proportion to graph size."""
+    """A search.Tester on a simulated clock: each candidate answers `latency(candidate)` after it starts, all
+    at once, but only `workers` (the H200's eight) are spare for work run ahead. Compiles cost time in
+    proportion to graph size."""
 
-    def __init__(self, fails, latency=lambda c: len(c) / 10, leads_at=()):
-        self.fails, self.latency = fails, latency
+    def __init__(self, fails, latency=lambda c: len(c) / 10, leads_at=(), workers=8):
+        self.fails, self.latency, self.workers = fails, latency, workers
         self.now = 0.0
         self._verdicts = {}
         self.running = {}  # candidate -> when it answers
@@ -159,12 +162,12 @@ class SimulatedPool:
         return released
 
     def spare(self):
-        return 1 << 30  # as many workers as asked for
+        return max(0, self.workers - len(self.running))
 
 
-def race_to_the_end(n, fails, guesses=(), latency=lambda c: len(c) / 10, leads_at=(), slices_first=False):
+def race_to_the_end(n, fails, guesses=(), latency=lambda c: len(c) / 10, leads_at=(), slices_first=False, workers=8):
     names, space = chain(n)
-    pool = SimulatedPool(fails, latency, leads_at)
+    pool = SimulatedPool(fails, latency, leads_at, workers)
     race = Race(pool)
     race.race(guesses)
     whole = frozenset(names)
@@ -184,7 +187,7 @@ def test_slow_wrong_guesses_never_hold_up_the_search():
     alone, plain = race_to_the_end(64, culprit, latency=latency)
     result, pool = race_to_the_end(64, culprit, guesses=sorted(slow, key=sorted), latency=latency)
     assert result == alone == {"n40"}
-    assert pool.now == plain.now < 1000  # the search ended on its own time, the guesses still compiling
+    assert pool.now == pytest.approx(plain.now) and pool.now < 1000  # on its own time, the guesses still compiling
     assert set(pool.stopped) >= slow
     assert all(background for c, background in pool.started if c in slow)
     waited, _ = race_to_the_end(64, culprit, guesses=sorted(slow, key=sorted), latency=latency, slices_first=True)
@@ -211,7 +214,9 @@ def test_a_fast_right_guess_wins_and_stops_the_round():
     assert pool.now == 0.5  # the guess answered first; no round finished
     halves = [c for c, background in pool.started if not background]
     assert len(halves) == 2 and all(len(c) == 32 for c in halves)
-    assert set(pool.stopped) == set(halves)
+    ahead = {c for c, background in pool.started if background and c != right}  # the rounds after each half
+    assert ahead and all(any(c < half for half in halves) for c in ahead)
+    assert set(pool.stopped) == set(halves) | ahead
 
 
 def test_guesses_from_values_go_ahead_of_the_first_round_and_still_win_only_by_failing():
@@ -287,7 +292,7 @@ def test_the_monotone_shortcut_still_finds_interacting_nodes_in_fewer_compiles()
     window = lambda c: {"n60", "n62", "n66"} <= c  # noqa: E731
     counting = CountingOracle(window)
     assert minimize(space, frozenset(names), counting) == {"n60", "n62", "n66"}
-    result, pool = race_to_the_end(140, window)
+    result, pool = race_to_the_end(140, window, workers=0)  # no round run ahead: the search's own compiles
     assert result == {"n60", "n62", "n66"}
     assert len(pool.verdicts) < len(counting.seen) / 1.5
 
@@ -308,33 +313,45 @@ def test_a_round_waiting_on_a_slow_passing_candidate_runs_the_round_after_its_fa
     culprit = lambda c: "n63" in c  # noqa: E731  (always in the later half: every round waits)
     latency = lambda c: 2.0 if culprit(c) else 60.0  # noqa: E731
 
-    class Busy(SimulatedPool):
-        def spare(self):
-            return 0
-
-    def search(run_ahead, pool_type=SimulatedPool):
-        names, space = chain(64)
-        pool = pool_type(culprit, latency)
-        race = Race(pool)
-        pool._verdicts[frozenset(names)] = "fails"
-
-        class Rounds:
-            def first_failing(self, candidates, current, then=None):
-                return race.first_failing(candidates, current, then if run_ahead else None)
-
-        result = minimize(space, frozenset(names), Rounds())
-        race.close()
-        return result, pool
-
-    waited, slow = search(run_ahead=False)
-    result, fast = search(run_ahead=True)
+    waited, slow = rounds_on(SimulatedPool(culprit, latency), run_ahead=False)
+    result, fast = rounds_on(SimulatedPool(culprit, latency), run_ahead=True)
     assert result == waited == {"n63"}  # the same rounds take the same candidates
     assert slow.now >= 4 * 60 and fast.now <= 0.6 * slow.now  # each round's passing half overlaps the one before
     ahead = [c for c, background in fast.started if background]
     assert frozenset(f"n{i}" for i in range(32, 48)) in ahead  # the failing half's halves, while the first half ran
     assert not any(background for c, background in slow.started)
-    _, busy = search(run_ahead=True, pool_type=Busy)  # no worker to spare: the round's own candidates only
+    _, busy = rounds_on(SimulatedPool(culprit, latency, workers=0), run_ahead=True)  # the round's own candidates only
     assert busy.now == slow.now and not any(background for c, background in busy.started)
+
+
+def test_a_round_whose_candidates_all_take_one_compile_runs_the_round_after_each_of_them():
+    # Qwen2's complex sub on the H200: a candidate compiles in 6 to 10 s whether it fails or passes, and the
+    # bisection of 204 nodes took eight rounds one after the other, six of eight workers idle
+    culprit = lambda c: "n100" in c  # noqa: E731
+    latency = lambda c: 6.0 + len(c) / 50  # noqa: E731
+    waited, alone = rounds_on(SimulatedPool(culprit, latency, workers=0), n=204, run_ahead=True)
+    result, ahead = rounds_on(SimulatedPool(culprit, latency), n=204, run_ahead=True)
+    assert result == waited == {"n100"}
+    assert ahead.now <= 0.7 * alone.now  # the round after the failing half had started beside it
+    first_halves = [frozenset(f"n{i}" for i in range(a, b)) for a, b in ((0, 102), (102, 204))]
+    quarters = [(c, background) for c, background in ahead.started if any(c < half for half in first_halves)]
+    assert len(quarters) >= 4 and all(background for _, background in quarters[:4])  # both halves' halves at once
+    assert len(ahead.started) <= 2 * len(alone.started)  # the price: compiles for halves that passed (38 vs 22)
+
+
+def rounds_on(pool, n=64, run_ahead=True):
+    """minimize over a chain of n nodes on `pool`, its rounds run ahead or not; the result and the pool."""
+    names, space = chain(n)
+    race = Race(pool)
+    pool._verdicts[frozenset(names)] = "fails"
+
+    class Rounds:
+        def first_failing(self, candidates, current, then=None):
+            return race.first_failing(candidates, current, then if run_ahead else None)
+
+    result = minimize(space, frozenset(names), Rounds())
+    race.close()
+    return result, pool
 
 
 def test_a_round_that_ran_ahead_of_the_wrong_candidate_stops_that_work():
