@@ -339,6 +339,15 @@ def test_a_round_whose_candidates_all_take_one_compile_runs_the_round_after_each
     assert len(ahead.started) <= 2 * len(alone.started)  # the price: compiles for halves that passed (38 vs 22)
 
 
+def test_what_a_round_ran_ahead_is_stopped_when_it_ends_without_it():
+    names, _ = chain(16)
+    halves = [frozenset(names[:8]), frozenset(names[8:])]
+    pool = SimulatedPool(lambda c: False, latency=lambda c: 1.0 if c in halves else 50.0)
+    assert Race(pool).first_failing(halves, frozenset(names), then=lambda hit: [frozenset(sorted(hit)[:4])]) is None
+    ahead = [c for c, background in pool.started if background]
+    assert len(ahead) == 2 and set(ahead) <= set(pool.stopped) and not pool.running  # no worker held after it
+
+
 def rounds_on(pool, n=64, run_ahead=True):
     """minimize over a chain of n nodes on `pool`, its rounds run ahead or not; the result and the pool."""
     names, space = chain(n)
