@@ -189,7 +189,7 @@ class Race:
             untested = [c for c in candidates if c not in verdicts and c in deciding]
             stale = ranked[len(deciding) + 1:]  # can no longer be the round's result
             if then is not None:  # the failing one, else those still undecided, best first
-                hopefuls = [first] if first is not None else [c for c in ranked if c not in verdicts]
+                hopefuls = [first] if first is not None else sorted(untested, key=len)
                 stale += self._rounds_after(ahead, hopefuls, then)
             needed = {*untested, *(c for upcoming in ahead.values() for c in upcoming)}
             for candidate in stale:
