@@ -24,7 +24,7 @@ from .pool import Pool, Result, WorkerLost
 from .provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
 from .rebuild import write_standalone
 from .reporter import Reporter
-from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, make_closure, minimize
+from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, make_closure, minimize, opening_round
 from .session import Session
 from .signature import KernelRef, Signature
 from .verdicts import classify, result_signature
@@ -307,13 +307,23 @@ class Checkpointing:
 
     def first_failing(self, candidates: Sequence[Candidate], current: Candidate,
                       then: NextRound | None = None) -> Candidate | None:
+        self.report_cached(candidates)
+        hit = self.race.first_failing(candidates, current, then)
+        return self.oracle.accept(hit) if hit is not None else None
+
+    def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
+        self.report_cached(candidates)
+        found = self.race.failing(candidates, current)
+        if found:
+            self.oracle.accept(found[0])
+        return found
+
+    def report_cached(self, candidates: Sequence[Candidate]) -> None:
         for candidate in candidates:
             verdict = self.oracle.verdicts.get(candidate)
             if verdict is not None:
                 self.oracle.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=0.0,
                                                          cached=True, queries=self.oracle.progress.queries))
-        hit = self.race.first_failing(candidates, current, then)
-        return self.oracle.accept(hit) if hit is not None else None
 
 
 def reaching_outputs(diverged: list[str], args: Mapping[str, Sequence[str]], outputs: Sequence[str]) -> list[str]:
@@ -349,15 +359,16 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         oracle = PoolOracle(session, pool, reporter, progress, space, graph)
         race = Race(oracle)
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
-        current = first_round(session, oracle, race, graph, reporter)
-        if options.slices_first:
-            current = oracle.accept(race.settle_guesses(current))
         # The loose accuracy check cannot tell a wrong value that reaches the output from one that only feeds
         # a boolean mask (PyTorch's accuracy-vs-strict-accuracy parity): split into single nodes, the mask's
         # log1p alone, made an output, fails first and the search drifts to it. Halving keeps PyTorch's order
         # on the graphs the search reaches; a guess that won (the probe's widest ring on RoBERTa's lying fake
         # kernel: 4 nodes, all needed) is still split, its halves would pass.
         small = 0 if session.accuracy == "accuracy" else SMALL_GRAPH
+        current = first_round(session, oracle, race, graph, reporter, then=lambda whole: opening_round(
+            space, whole, max_granularity=options.max_granularity, small_graph=small))
+        if options.slices_first:
+            current = oracle.accept(race.settle_guesses(current))
         final = minimize(space, current, Checkpointing(race, oracle), max_granularity=options.max_granularity,
                          small_graph=small, guessed=current != oracle.whole)
         race.close()
@@ -388,9 +399,12 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> list[str]
     return values.stored
 
 
-def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphInfo, reporter: Reporter) -> Candidate:
+def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphInfo, reporter: Reporter,
+                then: NextRound) -> Candidate:
     """The whole graph's verdict, with the guesses known before it (an earlier `run`'s kernel, the
-    accuracy probe) already racing; a guess that failed meanwhile becomes the start."""
+    accuracy probe) already racing, and the search's first round (`then`) on the workers they leave; a
+    guess that failed meanwhile becomes the start. What runs before the target is known is classified
+    again once it is."""
     full = oracle.whole
     saved = session.saved_failure()
     oracle.target = saved.signature if saved else None
@@ -400,7 +414,7 @@ def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphIn
         race.race(oracle.kernel_leads(saved.kernel, {}))
     probing = bool(session.accuracy) and oracle.probe()
     if not session.options.skip_sanity:
-        race.verdict(full)
+        race.verdict(full, then)
         oracle.target = sanity(session, oracle, full)
         oracle.reclassify()
     if probing:  # localized by values, not by search: the probe's slices go ahead of the first round

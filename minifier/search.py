@@ -47,6 +47,11 @@ class Oracle(Protocol):
         follow `hit`: an oracle may start it early."""
 
 
+    def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
+        """Test the candidates, all but those larger than one that fails; those that fail, smallest first (ties
+        by name), or [a failing graph smaller than `current` found meanwhile by other means]."""
+
+
 class Tester(Protocol):
     """Runs candidates asynchronously and says what failed: the worker pool, or a simulated clock."""
 
@@ -153,12 +158,20 @@ class Race:
         """Queue one candidate in the foreground, ahead of guesses queued after it."""
         self._start(candidate, background=False)
 
-    def verdict(self, candidate: Candidate) -> str:
-        """Test one candidate in the foreground (the whole graph) while the guesses go on."""
+    def verdict(self, candidate: Candidate, then: NextRound | None = None) -> str:
+        """Test one candidate in the foreground (the whole graph) while the guesses go on, and the round `then`
+        would start with if it fails runs ahead on spare workers: on the H200, Qwen2's halves compiled in the
+        11 s that six of eight workers waited for the original's verdict."""
         self._start(candidate, background=False)
+        upcoming = list(then(candidate)) if then is not None else []
         while candidate not in self.tester.verdicts:
+            self._run_ahead(upcoming)
             self._step()
-        return self.tester.verdicts[candidate]
+        verdict = self.tester.verdicts[candidate]
+        if verdict != "fails":
+            for ahead in upcoming:
+                self._drop(ahead)
+        return verdict
 
     def winner(self, current: Candidate) -> Candidate | None:
         """The smallest guess known to fail that is smaller than the current graph."""
@@ -171,10 +184,7 @@ class Race:
         While it waits, the round `then` would follow with runs ahead on spare workers: the failing
         candidate's once one failed, before that each undecided candidate's, best first."""
         verdicts = self.tester.verdicts
-        passed = [c for c, v in verdicts.items() if v == "passes"]
-        implied = [c for c in candidates if c not in verdicts and any(c < clean for clean in passed)]
-        self.implied += len(implied)
-        candidates = [c for c in candidates if c not in implied]
+        candidates = self._worth_compiling(candidates)
         ranked = sorted(candidates, key=len)  # the order the round takes a failing candidate in
         ahead: dict[Candidate, list[Candidate]] = {}  # a candidate that may be the result -> the round after it
         while True:
@@ -205,6 +215,24 @@ class Race:
         self._prune(hit or current)
         return hit
 
+    def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
+        """A round that waits for all of its candidates but those larger than one that failed; those that fail,
+        smallest first, or [a guess that won]."""
+        verdicts = self.tester.verdicts
+        candidates = self._worth_compiling(candidates)
+        while (hit := self.winner(current)) is None:
+            bound = min((len(c) for c in candidates if verdicts.get(c) == "fails"), default=len(current))
+            untested = [c for c in candidates if c not in verdicts and len(c) <= bound]
+            if not untested:
+                break
+            for candidate in untested:
+                self._start(candidate, background=False)
+            self._step()
+        found = [hit] if hit is not None else sorted((c for c in candidates if verdicts.get(c) == "fails"),
+                                                     key=canonical)
+        self._prune(found[0] if found else current)
+        return found
+
     def settle_guesses(self, current: Candidate) -> Candidate:
         """Wait for every guess smaller than `current` (the slices-first order the race replaces)."""
         pending = [r for r in self.racers if len(r) < len(current)]
@@ -229,6 +257,14 @@ class Race:
         for candidate in [c for c in self.running if c in self.tester.verdicts]:
             del self.running[candidate]
         self.race(self.tester.leads())
+
+    def _worth_compiling(self, candidates: Sequence[Candidate]) -> list[Candidate]:
+        """The candidates less those that are part of a graph that passed (monotone: they pass too)."""
+        verdicts = self.tester.verdicts
+        passed = [c for c, v in verdicts.items() if v == "passes"]
+        implied = [c for c in candidates if c not in verdicts and any(c < clean for clean in passed)]
+        self.implied += len(implied)
+        return [c for c in candidates if c not in implied]
 
     def _rounds_after(self, ahead: dict[Candidate, list[Candidate]], hopefuls: list[Candidate], then: NextRound
                       ) -> list[Candidate]:
@@ -275,22 +311,27 @@ class Race:
 SMALL_GRAPH = 8
 
 
+def opening_round(space: Space, start: Candidate, *, max_granularity: int | None = None,
+                  small_graph: int = SMALL_GRAPH, guessed: bool = False) -> list[Candidate]:
+    """The candidates of minimize's first round from `start` (its arguments), to run while `start`'s own
+    verdict is awaited."""
+    n = _first_granularity(start, max_granularity, _split_below(small_graph, guessed))
+    return _round(space, start, min(n, len(start)))[2]
+
+
 def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None,
              small_graph: int = SMALL_GRAPH, guessed: bool = False) -> Candidate:
     """ddmin from `start`. A small graph is split into single nodes at once: always when it is a guess that
     won (`guessed`: the start, or a hit from outside the round), and up to `small_graph` nodes otherwise."""
-    def split_below(guess: bool) -> int:
-        return max(small_graph, SMALL_GRAPH if guess else 0)
-
     def after(hit: Candidate, chunks: list[Candidate], complements: list[Candidate], n: int) -> int:
         """The granularity of the round after `hit`: a chunk, or a guess that won, starts again at halves
         (single nodes when small); a complement has one chunk fewer."""
         if hit in complements and hit not in chunks:
             return max(n - 1, 2)
-        return _first_granularity(hit, None, split_below(hit not in chunks and hit not in complements))
+        return _first_granularity(hit, None, _split_below(small_graph, hit not in chunks and hit not in complements))
 
     current = start
-    n = _first_granularity(current, max_granularity, split_below(guessed))
+    n = _first_granularity(current, max_granularity, _split_below(small_graph, guessed))
     while len(current) >= 2:
         n = min(n, len(current))
         chunks, complements, candidates = _round(space, current, n)
@@ -298,7 +339,10 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
         def then(hit: Candidate, chunks=chunks, complements=complements, n=n) -> list[Candidate]:
             return _round(space, hit, min(after(hit, chunks, complements, n), len(hit)))[2]
 
-        hit = oracle.first_failing(candidates, current, then)
+        if n == len(current) and complements:
+            hit = _drop_removable(space, current, candidates, complements, oracle)
+        else:
+            hit = oracle.first_failing(candidates, current, then)
         if hit is None:
             if n >= len(current):
                 break
@@ -309,11 +353,30 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
     return current
 
 
+def _drop_removable(space: Space, current: Candidate, candidates: list[Candidate], complements: list[Candidate],
+                    oracle: Oracle) -> Candidate | None:
+    """The single nodes' round, waiting for every node's complement; then, where several of them fail, the graph
+    without all of those nodes at once. A failure that needs a few of k nodes so loses the others in two rounds,
+    not in one round per node (Qwen2's complex sub on the H200: 6 -> 3 nodes in 3 rounds, 20 s). Its single-node
+    complements are parts of graphs that passed, so it is 1-minimal without another compile."""
+    failing = oracle.failing(candidates, current)
+    if not failing or failing[0] not in complements:
+        return failing[0] if failing else None  # a single node, or a guess that won meanwhile
+    common = space.closure(frozenset.intersection(*(c for c in failing if c in complements)))
+    if len(common) < len(failing[0]):
+        return oracle.first_failing([common], current) or failing[0]
+    return failing[0]
+
+
 def _round(space: Space, current: Candidate, n: int) -> tuple[list[Candidate], list[Candidate], list[Candidate]]:
     """ddmin's round at granularity n: the chunks, their complements, and the candidates to test."""
     chunks = [space.closure(c) for c in _split(space.ordered(current), n)]
     complements = [space.closure(current - c) for c in chunks] if n > 2 else []
     return chunks, complements, _distinct([c for c in chunks + complements if len(c) < len(current)])
+
+
+def _split_below(small_graph: int, guessed: bool) -> int:
+    return max(small_graph, SMALL_GRAPH if guessed else 0)
 
 
 def _first_granularity(current: Candidate, max_granularity: int | None, small_graph: int) -> int:

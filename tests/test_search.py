@@ -3,19 +3,24 @@ beside it on a simulated clock."""
 
 import pytest
 
-from minifier.search import Race, Space, make_closure, minimize, smallest_failure_known
+from minifier.search import Race, Space, canonical, make_closure, minimize, opening_round, smallest_failure_known
 
 
 class CountingOracle:
     def __init__(self, fails):
         self.fails = fails
         self.seen = {}
+        self.rounds = []  # (nodes of the current graph, the sizes its round tested)
 
     def first_failing(self, candidates, current, then=None):
+        failing = self.failing(candidates, current)
+        return min(failing, key=len) if failing else None
+
+    def failing(self, candidates, current):
+        self.rounds.append((len(current), sorted({len(c) for c in candidates})))
         for c in candidates:
             self.seen.setdefault(c, self.fails(c))
-        failing = [c for c in candidates if self.seen[c]]
-        return min(failing, key=len) if failing else None
+        return sorted((c for c in candidates if self.seen[c]), key=canonical)
 
 
 def chain(n):
@@ -58,33 +63,33 @@ def test_result_is_one_minimal():
 
 def test_max_granularity_starts_with_small_chunks():
     names, space = chain(32)
-    calls = []
-
-    class Recorder(CountingOracle):
-        def first_failing(self, candidates, current, then=None):
-            calls.append(min(len(c) for c in candidates))
-            return super().first_failing(candidates, current)
-
-    minimize(space, frozenset(names), Recorder(lambda c: "n9" in c), max_granularity=4)
-    assert calls[0] == 4
-    calls.clear()
-    minimize(space, frozenset(names), Recorder(lambda c: "n9" in c))
-    assert calls[0] == 16
+    oracle = CountingOracle(lambda c: "n9" in c)
+    minimize(space, frozenset(names), oracle, max_granularity=4)
+    assert oracle.rounds[0][1][0] == 4
+    oracle = CountingOracle(lambda c: "n9" in c)
+    minimize(space, frozenset(names), oracle)
+    assert oracle.rounds[0][1][0] == 16
 
 
 def test_a_small_graph_is_split_into_single_nodes_at_once():
     # nn-transformer-cond: the guess that won held the cond, its getitem and three branch nodes; the
     # failure needs two of them. Halves of such a graph pass: one round per removed node instead.
     names, space = chain(64)
-    rounds = []
+    oracle = CountingOracle(lambda c: {"n41", "n43"} <= c)
+    assert minimize(space, frozenset(names[40:45]), oracle) == {"n41", "n43"}
+    # the single nodes' round, then the graph without every node whose complement failed; its own single nodes
+    # are known (halves first took [5, 5, 4, 3, 3, 2], removing one node a round [5, 4, 3, 2])
+    assert oracle.rounds == [(5, [1, 4]), (5, [2]), (2, [1])]
 
-    class Recorder(CountingOracle):
-        def first_failing(self, candidates, current, then=None):
-            rounds.append(len(current))
-            return super().first_failing(candidates, current)
 
-    assert minimize(space, frozenset(names[40:45]), Recorder(lambda c: {"n41", "n43"} <= c)) == {"n41", "n43"}
-    assert rounds == [5, 4, 3, 2]  # halves first took [5, 5, 4, 3, 3, 2]
+def test_the_nodes_whose_removal_fails_alone_but_not_together_are_removed_one_round_each():
+    # not monotone: either of n41 and n42 may go, not both; the graph without both passes, ddmin's order goes on
+    names, space = chain(64)
+    fails = lambda c: {"n40", "n43"} <= c and len({"n41", "n42"} & c) == 1  # noqa: E731
+    oracle = CountingOracle(fails)
+    result = minimize(space, frozenset(names[40:44]), oracle)
+    assert result in ({"n40", "n41", "n43"}, {"n40", "n42", "n43"}) and fails(result)
+    assert oracle.rounds[:2] == [(4, [1, 3]), (4, [2])] and not fails(frozenset({"n40", "n43"}))
 
 
 def test_a_guess_that_won_is_split_at_once_even_where_the_search_halves_small_graphs():
@@ -92,19 +97,13 @@ def test_a_guess_that_won_is_split_at_once_even_where_the_search_halves_small_gr
     # probe's widest ring won with 4 nodes, all needed; its halves pass, and a worker waited for the round.
     names, space = chain(64)
     needs_all = lambda c: {"n40", "n41", "n42", "n43"} <= c  # noqa: E731
-    sizes = []
-
-    class Recorder(CountingOracle):
-        def first_failing(self, candidates, current, then=None):
-            sizes.append(sorted({len(c) for c in candidates}))
-            return super().first_failing(candidates, current)
-
     ring = frozenset(names[40:44])
-    assert minimize(space, ring, Recorder(needs_all), small_graph=0, guessed=True) == ring
-    assert sizes == [[1, 3]]  # single nodes and their complements, one round
-    sizes.clear()
-    assert minimize(space, ring, Recorder(needs_all), small_graph=0) == ring
-    assert sizes == [[2], [1, 3]]  # halves first
+    oracle = CountingOracle(needs_all)
+    assert minimize(space, ring, oracle, small_graph=0, guessed=True) == ring
+    assert [sizes for _, sizes in oracle.rounds] == [[1, 3]]  # single nodes and their complements, one round
+    oracle = CountingOracle(needs_all)
+    assert minimize(space, ring, oracle, small_graph=0) == ring
+    assert [sizes for _, sizes in oracle.rounds] == [[2], [1, 3]]  # halves first
 
 
 def test_a_concurrent_round_waits_for_smaller_candidates_but_not_larger_ones():
@@ -339,6 +338,46 @@ def test_a_round_whose_candidates_all_take_one_compile_runs_the_round_after_each
     assert len(ahead.started) <= 2 * len(alone.started)  # the price: compiles for halves that passed (38 vs 22)
 
 
+def test_the_first_round_compiles_beside_the_whole_graph_and_is_dropped_if_it_passes():
+    # Qwen2's complex sub on the H200: the original compiled for 11 s while six of eight workers waited for its
+    # verdict before the halves (11 to 12 s each) could start
+    culprit = lambda c: "n100" in c  # noqa: E731
+    latency = lambda c: 6.0 + len(c) / 50  # noqa: E731
+    names, space = chain(204)
+    whole = frozenset(names)
+    halves = opening_round(space, whole)
+    assert sorted(map(len, halves)) == [102, 102]
+
+    def search(then):
+        pool = SimulatedPool(culprit, latency)
+        race = Race(pool)
+        assert race.verdict(whole, then) == "fails"
+        result = minimize(space, whole, race)
+        race.close()
+        return result, pool
+
+    waited, alone = search(None)
+    result, beside = search(lambda w: opening_round(space, w))
+    assert result == waited == {"n100"}
+    assert {c for c, background in beside.started[1:3] if background} == set(halves)  # at once, in the background
+    assert beside.now <= alone.now - 7.0  # of the whole graph's 10 s, the halves' 8 s were overlapped
+    clean = SimulatedPool(lambda c: False, lambda c: 1.0 if c == whole else 50.0)
+    assert Race(clean).verdict(whole, lambda w: opening_round(space, w)) == "passes"
+    assert set(clean.stopped) == set(halves) and not clean.running  # nothing to minimize: no worker held
+
+
+def test_a_small_graph_loses_every_node_it_does_not_need_in_two_compiles():
+    # Qwen2's complex sub on the H200: from 6 nodes to the 3 it needs took three rounds of one compile each
+    names, space = chain(6)
+    needed = frozenset({"n1", "n3", "n4"})
+    pool = SimulatedPool(lambda c: needed <= c, latency=lambda c: 7.0)
+    race = Race(pool)
+    pool._verdicts[frozenset(names)] = "fails"
+    assert minimize(space, frozenset(names), race) == needed
+    assert pool.now == 14.0  # every node's removal at once, then the three removable ones together
+    assert race.implied == 3  # its own single-node complements are parts of graphs that passed
+
+
 def test_what_a_round_ran_ahead_is_stopped_when_it_ends_without_it():
     names, _ = chain(16)
     halves = [frozenset(names[:8]), frozenset(names[8:])]
@@ -357,6 +396,9 @@ def rounds_on(pool, n=64, run_ahead=True):
     class Rounds:
         def first_failing(self, candidates, current, then=None):
             return race.first_failing(candidates, current, then if run_ahead else None)
+
+        def failing(self, candidates, current):
+            return race.failing(candidates, current)
 
     result = minimize(space, frozenset(names), Rounds())
     race.close()
