@@ -29,6 +29,8 @@ _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<name>.+?) \]\s*$",
 # device-side assert raises there, logged by its launcher before the compile fails.
 _COMPILE_LAUNCH_FAILED = re.compile(r"Failed during launch (?P<name>triton_\w+)")
 _API_FAILED = re.compile(r"API call failed at (?P<file>/\S+?\.cpp), line (?P<line>\d+)")
+# An ATen call through AOTI's C shim (a fallback op, the proxy executor) that raised: logged, not traced.
+_SHIM_EXCEPTION = re.compile(r"\] Exception in aoti_torch: ")
 _HANDLE = re.compile(r"\[Provenance debug handles\] (?P<key>\S+)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)', re.M)
 _SOURCE_NODES = re.compile(r"Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
@@ -107,7 +109,7 @@ def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:
     """The provenance key (`name:handle`) of the kernel a compiled program failed in: the kernel whose
     launch failed while Inductor compiled it (its first handle), else the one above the wrapper line that
     a failed AOTI API call names, else the launch that began and never ended (a kernel's n-th launch is
-    its n-th debug handle: the wrapper runs them in that order)."""
+    its n-th debug handle: the wrapper runs them in that order) unless an op raised before it."""
     compiling = _COMPILE_LAUNCH_FAILED.search(log)
     if compiling and (keys := _launches_of(compiling.group("name"), provenance)):
         return keys[0]
@@ -118,6 +120,11 @@ def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:
             return key
     launches = list(_LAUNCH.finditer(log))
     if not launches or launches[-1].group("when") != "before":
+        return None
+    shim = _SHIM_EXCEPTION.search(log)
+    if shim and shim.start() < launches[-1].start():
+        # An untraced op failed first and the run went on (CUDA, proxy executor: Qwen2's complex sub); the
+        # launch that never ended then read its missing output. Guessing that kernel cost four workers.
         return None
     name = launches[-1].group("name")
     nth = sum(1 for m in launches if m.group("when") == "before" and m.group("name") == name)
