@@ -22,7 +22,7 @@ from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
 from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
 from .pool import Pool, Result, WorkerLost
 from .provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
-from .rebuild import write_standalone
+from .rebuild import Trial, standalone_trial, write_standalone
 from .reporter import Reporter
 from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, make_closure, minimize, opening_round
 from .session import Session
@@ -92,6 +92,8 @@ class PoolOracle:
         self.probe_late = False  # the rounds have started: the probe's slices race as guesses
         self.wake_at: float | None = None  # a wait returns by then (monotonic), answered or not
         self.kernel_known = False
+        self.early: tuple[Candidate, Trial] | None = None  # the standalone check started beside the search
+        self.early_result: Result | None = None
 
     # --- search.Tester -----------------------------------------------------------------------------
 
@@ -109,6 +111,9 @@ class PoolOracle:
 
     def spare(self) -> int:
         return self.pool.spare()
+
+    def compiling(self, candidate: Candidate) -> bool:
+        return self.pool.running(key_of(candidate))
 
     def wait(self) -> None:
         for result in self.pool.wait(until=self.wake_at):
@@ -130,6 +135,9 @@ class PoolOracle:
             return
         if result.query.key == LOCATE_KEY:
             self.found += self.located(result)
+            return
+        if self.early is not None and result.query.key == self.early[1].query.key:
+            self.early_result = result
             return
         candidate = self.by_key[result.query.key]
         if self.crashed_unexpectedly(result) and candidate not in self.retried:
@@ -261,6 +269,40 @@ class PoolOracle:
         # producers (RoBERTa's row_scale: 1 node passes, 3 abort, 4 fail), and two workers start these first.
         return slices[:1] + slices[:0:-1]
 
+    # --- the standalone check ----------------------------------------------------------------------
+
+    def check_early(self, candidate: Candidate) -> None:
+        """Start the standalone check of a graph likely to end the search, beside its own compile, where a
+        worker is idle: after the search it is one more compile (5 to 8 s on the H200, Qwen2's complex sub)."""
+        if self.early is not None:
+            self.pool.cancel(self.early[1].query.key)
+            self.early, self.early_result = None, None
+        if not self.pool.idle():
+            return
+        trial = standalone_trial(self.session, self.pool, sorted(candidate), self.standalone_header(len(candidate)),
+                                 exact=False, tag=f"-{key_of(candidate)}")
+        if isinstance(trial, Trial):
+            self.early = (candidate, trial)
+            self.pool.submit(trial.query, background=True)
+            self.reporter.say(f"{self.progress.line()} | the {len(candidate)}-node graph likely ends the search: "
+                              "its standalone check starts beside it")
+
+    def early_check(self, final: Candidate) -> tuple[Trial, Result] | None:
+        """The standalone check started early for `final`, once it answered; None if it was for another graph."""
+        if self.early is None:
+            return None
+        candidate, trial = self.early
+        if candidate != final:
+            self.pool.cancel(trial.query.key)
+            return None
+        while self.early_result is None and self.pool.in_flight():
+            self.wait()
+        return (trial, self.early_result) if self.early_result is not None else None
+
+    def standalone_header(self, nodes: int) -> list[str]:
+        return [f"aoti-lens repro_standalone: {nodes} of {self.progress.start_nodes} graph nodes",
+                f"reproduces: {self.target.describe() if self.target else 'the original failure'}"]
+
     # --- candidates and checkpoints ----------------------------------------------------------------
 
     def query(self, candidate: Candidate) -> p.QueryRequest:
@@ -317,6 +359,10 @@ class Checkpointing:
         if found:
             self.oracle.accept(found[0])
         return found
+
+    def expect_final(self, candidate: Candidate) -> None:
+        self.race.start(candidate)  # its own compile first, on the first idle worker
+        self.oracle.check_early(candidate)
 
     def report_cached(self, candidates: Sequence[Candidate]) -> None:
         for candidate in candidates:
@@ -470,9 +516,8 @@ def finish(session: Session, oracle: PoolOracle, final: Candidate, reporter: Rep
         reporter.log(f"the {len(final)}-node graph could not be saved; repro.py is the "
                      f"{progress.checkpoint_nodes}-node checkpoint", "warning")
     repro = write_repro(session.layout, progress.checkpoint)
-    header = [f"aoti-lens repro_standalone: {len(final)} of {progress.start_nodes} graph nodes",
-              f"reproduces: {oracle.target.describe() if oracle.target else 'the original failure'}"]
-    standalone, fallback = write_standalone(session, oracle.pool, sorted(final), header, oracle.verdict)
+    standalone, fallback = write_standalone(session, oracle.pool, sorted(final), oracle.standalone_header(len(final)),
+                                            oracle.verdict, checked=oracle.early_check(final))
     reporter.say(f"wrote {standalone}" + (f" (falls back to repro.py: {fallback})" if fallback else ""))
     if session.options.copy_to:
         reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")

@@ -205,6 +205,7 @@ class Pool:
         self.foreground: dict[str, p.QueryRequest] = {}  # queued, in order
         self.background: dict[str, p.QueryRequest] = {}
         self.query_env: dict[str, dict[str, str]] = {}  # key -> the environment its worker must start with
+        self.unclaimed: list[Result] = []  # queries' results that came while `call` waited, for the next `wait`
         self.forks = fork_server(config)
         for i in range(config.size):
             self._spawn(i)
@@ -233,18 +234,21 @@ class Pool:
 
     def call(self, request, timeout: float | None = None) -> p.Reply:
         """Send one non-query request to the first ready worker and wait for its reply, `timeout`
-        seconds at most (default: as long as a worker may take to start)."""
+        seconds at most (default: as long as a worker may take to start). Queries may run meanwhile:
+        their results are kept for the next `wait`."""
         slot = self._wait_idle()
         slot.send(request)
         slot.state, slot.sent_at = "busy", time.monotonic()
         slot.deadline = slot.sent_at + (timeout or self.config.start_timeout)
         while True:
             for s, reply in self._poll():
-                if s is slot:
-                    slot.state = "idle"
-                    if getattr(reply, "poisoned", False):
-                        self._replace(slot)
-                    return reply
+                if s is not slot:
+                    self.unclaimed += self._outcome(s, reply)
+                    continue
+                slot.state = "idle"
+                if getattr(reply, "poisoned", False):
+                    self._replace(slot)
+                return reply
             if slot.state == "dead" or time.monotonic() > slot.deadline:
                 detail = slot.death() if slot.state == "dead" else f"no answer within {slot.deadline - slot.sent_at:.0f} s"
                 self._replace(slot)
@@ -255,8 +259,7 @@ class Pool:
         already queued or running just takes the new priority. With `env`, the query runs in a worker
         started for it with those variables set (read once, when the process starts, as
         CUDA_LAUNCH_BLOCKING is), which is replaced by an ordinary one after it."""
-        running = any(s.current is not None and s.current.key == query.key for s in self.slots)
-        if running or query.key in self.background or query.key in self.foreground:
+        if self.running(query.key) or query.key in self.background or query.key in self.foreground:
             self.prioritize(query.key, background)
             return
         if env:
@@ -288,34 +291,49 @@ class Pool:
         return max(0, free - len(self.foreground) - len(self.background))
 
     def in_flight(self) -> bool:
-        return bool(self.foreground or self.background) or any(s.current is not None for s in self.slots)
+        return bool(self.foreground or self.background or self.unclaimed) or any(s.current is not None
+                                                                                 for s in self.slots)
+
+    def running(self, key: str) -> bool:
+        return any(s.current is not None and s.current.key == key for s in self.slots)
+
+    def idle(self) -> bool:
+        """A worker could take a request at once, nothing queued waits for it."""
+        return self.spare() > 0 and any(s.state == "idle" and s.current is None for s in self.slots)
 
     def wait(self, until: float | None = None) -> list[Result]:
         """Block until some queries have results (none when nothing is queued or running), or until the
         monotonic time `until` (none then either)."""
+        if self.unclaimed:
+            new, self.unclaimed = self.unclaimed, []
+            return new
         while self.in_flight() and (until is None or time.monotonic() < until):
             self._dispatch()
-            new: list[Result] = []
-            for slot, reply in self._poll():
-                if isinstance(reply, p.Outcome) and slot.current is not None:
-                    new.append(Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply,
-                                      log=slot.query_log()))
-                    slot.current, slot.state = None, "idle"
-                    if reply.poisoned or slot.extra_env:
-                        self._replace(slot)
+            new = [r for slot, reply in self._poll() for r in self._outcome(slot, reply)]
             for slot in list(self.slots):
                 new.extend(self._reap(slot))
             if new:  # dispatched at the next call, once the caller has stopped what no longer matters
                 return new
         return []
 
+    def _outcome(self, slot: _Slot, reply: p.Reply) -> list[Result]:
+        """A query's result from its worker's reply (none for other replies); the worker is free again."""
+        if not isinstance(reply, p.Outcome) or slot.current is None:
+            return []
+        result = Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply, log=slot.query_log())
+        slot.current, slot.state = None, "idle"
+        if reply.poisoned or slot.extra_env:
+            self._replace(slot)
+        return [result]
+
     def evaluate(self, queries: list[p.QueryRequest], on_result: Callable[[Result], bool]) -> list[Result]:
         """Run queries concurrently; when `on_result` returns True, cancel the rest and return."""
         for query in queries:
             self.submit(query)
+        keys = {q.key for q in queries}
         results: list[Result] = []
         while self.in_flight():
-            new = self.wait()
+            new = [r for r in self.wait() if r.query.key in keys]  # not what an earlier search left unclaimed
             results.extend(new)
             if any([on_result(r) for r in new]):  # a list: every result is recorded before deciding
                 for query in queries:
@@ -430,9 +448,9 @@ class Pool:
             idle = next((s for s in self.slots if s.state == "idle"), None)
             if idle is not None:
                 return idle
-            self._poll()
+            self.unclaimed += [r for slot, reply in self._poll() for r in self._outcome(slot, reply)]
             for slot in list(self.slots):
-                self._reap(slot)
+                self.unclaimed += self._reap(slot)
 
     def close(self) -> None:
         for slot in self.slots:

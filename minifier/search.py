@@ -51,6 +51,10 @@ class Oracle(Protocol):
         """Test the candidates, all but those larger than one that fails; those that fail, smallest first (ties
         by name), or [a failing graph smaller than `current` found meanwhile by other means]."""
 
+    def expect_final(self, candidate: Candidate) -> None:
+        """`candidate`, about to be tested, likely ends the search if it fails: an oracle may start what
+        follows the search for it now (the standalone check)."""
+
 
 class Tester(Protocol):
     """Runs candidates asynchronously and says what failed: the worker pool, or a simulated clock."""
@@ -70,6 +74,9 @@ class Tester(Protocol):
 
     def spare(self) -> int:
         """Workers that nothing queued or running will take."""
+
+    def compiling(self, candidate: Candidate) -> bool:
+        """A worker is on it now (not only queued)."""
 
     def leads(self) -> list[Candidate]:
         """Guesses that the evidence gathered since the last call points to, best first."""
@@ -216,13 +223,16 @@ class Race:
         return hit
 
     def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
-        """A round that waits for all of its candidates but those larger than one that failed; those that fail,
-        smallest first, or [a guess that won]."""
+        """A round that waits for its candidates, but once one failed only for those that rank before it and
+        those of its size that a worker is on (on two workers, queuing the others cost BERT's index_put 6 s a
+        round); those that fail, smallest first, or [a guess that won]."""
         verdicts = self.tester.verdicts
         candidates = self._worth_compiling(candidates)
         while (hit := self.winner(current)) is None:
-            bound = min((len(c) for c in candidates if verdicts.get(c) == "fails"), default=len(current))
-            untested = [c for c in candidates if c not in verdicts and len(c) <= bound]
+            failed = min((c for c in candidates if verdicts.get(c) == "fails"), key=canonical, default=None)
+            untested = [c for c in candidates if c not in verdicts and (
+                failed is None or canonical(c) < canonical(failed)
+                or len(c) == len(failed) and self.tester.compiling(c))]
             if not untested:
                 break
             for candidate in untested:
@@ -232,6 +242,9 @@ class Race:
                                                      key=canonical)
         self._prune(found[0] if found else current)
         return found
+
+    def expect_final(self, candidate: Candidate) -> None:
+        """Nothing follows the rounds here; minify's oracle starts the standalone check."""
 
     def settle_guesses(self, current: Candidate) -> Candidate:
         """Wait for every guess smaller than `current` (the slices-first order the race replaces)."""
@@ -358,12 +371,14 @@ def _drop_removable(space: Space, current: Candidate, candidates: list[Candidate
     """The single nodes' round, waiting for every node's complement; then, where several of them fail, the graph
     without all of those nodes at once. A failure that needs a few of k nodes so loses the others in two rounds,
     not in one round per node (Qwen2's complex sub on the H200: 6 -> 3 nodes in 3 rounds, 20 s). Its single-node
-    complements are parts of graphs that passed, so it is 1-minimal without another compile."""
+    complements are parts of graphs that passed, so it is 1-minimal without another compile: if it fails, the
+    search likely ends with it."""
     failing = oracle.failing(candidates, current)
     if not failing or failing[0] not in complements:
         return failing[0] if failing else None  # a single node, or a guess that won meanwhile
     common = space.closure(frozenset.intersection(*(c for c in failing if c in complements)))
     if len(common) < len(failing[0]):
+        oracle.expect_final(common)
         return oracle.first_failing([common], current) or failing[0]
     return failing[0]
 

@@ -388,6 +388,23 @@ def test_a_wait_with_a_deadline_returns_by_then_and_the_query_answers_later(tmp_
     assert answered.query.key == "slow" and answered.outcome.status == "passed"
 
 
+def test_a_query_that_answers_while_another_worker_is_called_is_kept_for_the_next_wait(tmp_path):
+    # minify asks a worker for a standalone check's code while the search's queries compile
+    save_relu_program(tmp_path)
+    pool = Pool(config(tmp_path, size=2, start_timeout=120))
+    try:
+        pool.call(p.DescribeRequest())  # both workers up
+        pool.submit(p.QueryRequest(key="compiling", original=True))  # an AOTI compile: seconds
+        deadline = time.monotonic() + 120
+        while not pool.unclaimed and time.monotonic() < deadline:
+            assert isinstance(pool.call(p.DescribeRequest()), p.Described)
+            time.sleep(0.2)
+        [answered] = pool.wait()
+    finally:
+        pool.close()
+    assert answered.query.key == "compiling" and answered.outcome.status == "passed"
+
+
 def test_a_worker_killed_the_moment_it_is_forked_is_reaped(tmp_path):
     # A minify can end right after it replaced a worker, before the new one has made itself a process
     # group leader: killing that worker must still kill it, and closing the pool must not wait forever.
