@@ -49,7 +49,7 @@ class Oracle(Protocol):
 
     def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
         """Test the candidates, all but those larger than one that fails; those that fail, smallest first (ties
-        by name), or [a failing graph smaller than `current` found meanwhile by other means]."""
+        in the candidates' order), or [a failing graph smaller than `current` found meanwhile by other means]."""
 
     def expect_final(self, candidate: Candidate) -> None:
         """`candidate`, about to be tested, likely ends the search if it fails: an oracle may start what
@@ -227,19 +227,17 @@ class Race:
         those of its size that a worker is on (on two workers, queuing the others cost BERT's index_put 6 s a
         round); those that fail, smallest first, or [a guess that won]."""
         verdicts = self.tester.verdicts
-        candidates = self._worth_compiling(candidates)
+        ranked = sorted(self._worth_compiling(candidates), key=len)  # first_failing's order
         while (hit := self.winner(current)) is None:
-            failed = min((c for c in candidates if verdicts.get(c) == "fails"), key=canonical, default=None)
-            untested = [c for c in candidates if c not in verdicts and (
-                failed is None or canonical(c) < canonical(failed)
-                or len(c) == len(failed) and self.tester.compiling(c))]
+            failed = next((i for i, c in enumerate(ranked) if verdicts.get(c) == "fails"), len(ranked))
+            untested = [c for i, c in enumerate(ranked) if c not in verdicts and (
+                i < failed or len(c) == len(ranked[failed]) and self.tester.compiling(c))]
             if not untested:
                 break
             for candidate in untested:
                 self._start(candidate, background=False)
             self._step()
-        found = [hit] if hit is not None else sorted((c for c in candidates if verdicts.get(c) == "fails"),
-                                                     key=canonical)
+        found = [hit] if hit is not None else [c for c in ranked if verdicts.get(c) == "fails"]
         self._prune(found[0] if found else current)
         return found
 
