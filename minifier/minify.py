@@ -279,8 +279,12 @@ class PoolOracle:
             self.early, self.early_result = None, None
         if not self.pool.idle():
             return
-        trial = standalone_trial(self.session, self.pool, sorted(candidate), self.standalone_header(len(candidate)),
-                                 exact=False, tag=f"-{key_of(candidate)}")
+        try:
+            trial = standalone_trial(self.session, self.pool, sorted(candidate),
+                                     self.standalone_header(len(candidate)), exact=False, tag=f"-{key_of(candidate)}")
+        except WorkerLost as e:  # a head start only: the check runs after the search as before
+            self.reporter.log(f"the early standalone check could not start: {str(e).splitlines()[0]}", "warning")
+            return
         if isinstance(trial, Trial):
             self.early = (candidate, trial)
             self.pool.submit(trial.query, background=True)
