@@ -65,7 +65,8 @@ def prepare(layout: DumpLayout, inputs: list[str]) -> None:
 
 
 def clean_scratch(layout: DumpLayout) -> None:
-    shutil.rmtree(layout.candidates, ignore_errors=True)
+    for folder in (layout.candidates, layout.caches):
+        shutil.rmtree(folder, ignore_errors=True)
     try:
         os.remove(layout.values)
     except OSError:
@@ -80,8 +81,8 @@ def complete_checkpoint(script: str) -> bool:
 
 def recover(layout: DumpLayout) -> list[str]:
     """Before a run, with the dump's lock held: remove what an earlier run killed mid-write left behind
-    (`.tmp` files, checkpoints whose program is cut short, the scratch folder's candidates and
-    packages). Returns the files that were outputs, for the log."""
+    (`.tmp` files, checkpoints whose program is cut short, the scratch folder's candidates, packages and
+    caches). Returns the files that were outputs, for the log."""
     removed = []
     for folder in (layout.root, layout.checkpoints):
         for name in _listdir(folder):
@@ -95,6 +96,7 @@ def recover(layout: DumpLayout) -> list[str]:
     for folder in (layout.candidates, layout.packages):
         for name in _listdir(folder):
             _remove(os.path.join(folder, name))
+    shutil.rmtree(layout.caches, ignore_errors=True)
     return removed
 
 

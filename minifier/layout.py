@@ -11,7 +11,7 @@
           repro.py + repro.pt2                     `minify`: the last checkpoint
           repro_standalone.py                      `minify`: the same graph as plain PyTorch code
           report.md                                `report`: a PyTorch bug report of the repro
-          aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/
+          aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/, caches/
             events.jsonl                             every run's events, appended (the editor tails it)
             lock                                     which run works on the dump now (minifier.lock)
       run_<time>-pid_<pid>.capture<N>/           `capture`: a snapshot of that run folder's dump
@@ -48,6 +48,7 @@ CAPTURE_SUFFIX = ".capture"
 MINIFIED = ".minified"  # suffix of the output folder of a launcher not named LAUNCHER
 SCRATCH = "aoti-lens-work"
 PACKAGES = "packages"  # inside SCRATCH: the workers' compiled candidates, each removed once it has run
+CACHES = "caches"  # inside SCRATCH: the Inductor caches of queries compiled in one of their own, each removed after
 LOCK = "lock"  # inside SCRATCH
 _CHECKPOINT = re.compile(r"(\d+)\.py")
 
@@ -131,6 +132,10 @@ class DumpLayout:
     @property
     def packages(self) -> str:
         return os.path.join(self.work, PACKAGES)
+
+    @property
+    def caches(self) -> str:
+        return os.path.join(self.work, CACHES)
 
     @property
     def values(self) -> str:

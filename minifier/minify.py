@@ -15,7 +15,7 @@ import hashlib
 import os
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import worker_protocol as p
 from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
@@ -286,6 +286,8 @@ class PoolOracle:
             self.reporter.log(f"the early standalone check could not start: {str(e).splitlines()[0]}", "warning")
             return
         if isinstance(trial, Trial):
+            # beside the same graph's own compile: in the shared cache, Inductor's lock would queue the two
+            trial = replace(trial, query=replace(trial.query, own_cache=True))
             self.early = (candidate, trial)
             self.pool.submit(trial.query, background=True)
             self.reporter.say(f"{self.progress.line()} | the {len(candidate)}-node graph likely ends the search: "

@@ -26,7 +26,7 @@ import traceback
 from . import cpu_isa
 from . import worker_protocol as p
 from .procs import WORKER_NAME, name_process
-from .layout import PACKAGES
+from .layout import CACHES, PACKAGES
 from .signature import Phase, analyze_error
 from .worklog import CODEGEN_FAILED, LOG_LIMIT, compiled_mark, keep_under, phase, provenance_mark, sampling_stacks
 
@@ -139,8 +139,10 @@ class Worker:
         code = readable_code(eager)
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
         saved = self._save(ep, request.save_pt2, code)
+        own_cache = os.path.join(self.init.work_dir, CACHES, request.key) if request.own_cache else None
         try:
-            with recording_provenance() if request.provenance else contextlib.nullcontext():
+            with recording_provenance() if request.provenance else contextlib.nullcontext(), \
+                    inductor_cache(own_cache):
                 compiled = self._compile(ep, package)
             self._run(compiled, eager, args, kwargs)
         except Exception as e:
@@ -535,6 +537,25 @@ def _clip(text: str, head: int = 16000, tail: int = 4000) -> str:
     if len(text) <= head + tail:
         return text
     return f"{text[:head]}\n[... {len(text) - head - tail} characters cut ...]\n{text[-tail:]}"
+
+
+@contextlib.contextmanager
+def inductor_cache(path: str | None):
+    """Inductor's caches in `path` (None: where they are), removed after. Inductor reads the variable at
+    each use; its precompiled headers stay in the default cache, shared."""
+    if path is None:
+        yield
+        return
+    shared = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    try:
+        yield
+    finally:
+        if shared is None:
+            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = shared
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _remove(path: str) -> None:

@@ -90,7 +90,10 @@ class QueryRequest:
     `provenance`: record which graph nodes each generated kernel came from, and trace the kernel launches
     of the run, both into the worker's log (minifier.worklog).
     `probe`: an accuracy failure's localization instead: compile the graph once with every tensor
-    node an output and compare each with the eager fp64 reference (Outcome.diverged)."""
+    node an output and compare each with the eager fp64 reference (Outcome.diverged).
+    `own_cache`: compile in an Inductor cache of its own, removed after. The same graph compiling in
+    another worker generates the same wrapper code, and Inductor holds a lock named for that code's hash
+    around the package's C++ compile: in the shared cache the two compiles would run one after the other."""
 
     key: str
     kept: list[str] = field(default_factory=list)
@@ -100,6 +103,7 @@ class QueryRequest:
     script: str | None = None
     provenance: bool = False
     probe: bool = False
+    own_cache: bool = False
     type: Literal["query"] = "query"
 
 

@@ -405,6 +405,32 @@ def test_a_query_that_answers_while_another_worker_is_called_is_kept_for_the_nex
     assert answered.query.key == "compiling" and answered.outcome.status == "passed"
 
 
+def test_a_query_in_a_cache_of_its_own_compiles_while_the_same_graph_holds_inductors_lock(tmp_path, monkeypatch):
+    # minify's early standalone check compiles the graph that the search's last candidate compiles beside it
+    from torch.utils._filelock import FileLock
+    save_relu_program(tmp_path)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))  # the workers' (a launcher's path is dropped)
+    pool = Pool(config(tmp_path, size=1, start_timeout=120))
+    try:
+        pool.submit(p.QueryRequest(key="first", original=True))
+        assert pool.wait()[0].outcome.status == "passed"
+        locks = [FileLock(str(path)) for path in (cache / "locks").glob("*.lock")]
+        assert locks  # the package's own among them, named for its wrapper code
+        for lock in locks:  # held as by a worker compiling the same graph
+            lock.acquire()
+        try:
+            pool.submit(p.QueryRequest(key="beside", original=True, own_cache=True))
+            answered = pool.wait(until=time.monotonic() + 120)  # in the shared cache: Inductor's 10-minute timeout
+        finally:
+            for lock in locks:
+                lock.release()
+    finally:
+        pool.close()
+    assert [r.outcome.status for r in answered] == ["passed"]
+    assert not (tmp_path / "caches" / "beside").exists()
+
+
 def test_a_worker_killed_the_moment_it_is_forked_is_reaped(tmp_path):
     # A minify can end right after it replaced a worker, before the new one has made itself a process
     # group leader: killing that worker must still kill it, and closing the pool must not wait forever.
