@@ -417,8 +417,10 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         # on the graphs the search reaches; a guess that won (the probe's widest ring on RoBERTa's lying fake
         # kernel: 4 nodes, all needed) is still split, its halves would pass.
         small = 0 if session.accuracy == "accuracy" else SMALL_GRAPH
+        # the round after a half that fails is the first round from that half, --max-granularity aside
         current = first_round(session, oracle, race, graph, reporter, then=lambda whole: opening_round(
-            space, whole, max_granularity=options.max_granularity, small_graph=small))
+            space, whole, max_granularity=options.max_granularity, small_graph=small),
+            after=lambda half: opening_round(space, half, small_graph=small))
         if options.slices_first:
             current = oracle.accept(race.settle_guesses(current))
         final = minimize(space, current, Checkpointing(race, oracle), max_granularity=options.max_granularity,
@@ -452,11 +454,11 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> list[str]
 
 
 def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphInfo, reporter: Reporter,
-                then: NextRound) -> Candidate:
+                then: NextRound, after: NextRound) -> Candidate:
     """The whole graph's verdict, with the guesses known before it (an earlier `run`'s kernel, the
-    accuracy probe) already racing, and the search's first round (`then`) on the workers they leave; a
-    guess that failed meanwhile becomes the start. What runs before the target is known is classified
-    again once it is."""
+    accuracy probe) already racing, and the search's first round (`then`) and the rounds after its candidates
+    (`after`) on the workers they leave; a guess that failed meanwhile becomes the start. What runs before the
+    target is known is classified again once it is."""
     full = oracle.whole
     saved = session.saved_failure()
     oracle.target = saved.signature if saved else None
@@ -466,7 +468,7 @@ def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphIn
         race.race(oracle.kernel_leads(saved.kernel, {}))
     probing = bool(session.accuracy) and oracle.probe()
     if not session.options.skip_sanity:
-        race.verdict(full, then)
+        race.verdict(full, then, after)
         oracle.target = sanity(session, oracle, full)
         oracle.reclassify()
     if probing:  # localized by values, not by search: the probe's slices go ahead of the first round

@@ -165,18 +165,23 @@ class Race:
         """Queue one candidate in the foreground, ahead of guesses queued after it."""
         self._start(candidate, background=False)
 
-    def verdict(self, candidate: Candidate, then: NextRound | None = None) -> str:
+    def verdict(self, candidate: Candidate, then: NextRound | None = None, after: NextRound | None = None) -> str:
         """Test one candidate in the foreground (the whole graph) while the guesses go on, and the round `then`
         would start with if it fails runs ahead on spare workers: on the H200, Qwen2's halves compiled in the
-        11 s that six of eight workers waited for the original's verdict."""
+        11 s that six of eight workers waited for the original's verdict. Workers still spare take the round
+        `after` would follow each of those with, best first, until that one passes: the halves left five of
+        eight idle for 13 s, while the search later took about 10 s for the round of quarters."""
         self._start(candidate, background=False)
         upcoming = list(then(candidate)) if then is not None else []
+        beyond: dict[Candidate, list[Candidate]] = {}  # an upcoming candidate -> the round after it
         while candidate not in self.tester.verdicts:
             self._run_ahead(upcoming)
+            if after is not None:
+                self._run_ahead_beyond(upcoming, beyond, after)
             self._step()
         verdict = self.tester.verdicts[candidate]
         if verdict != "fails":
-            for ahead in upcoming:
+            for ahead in [*upcoming, *(c for later in beyond.values() for c in later)]:
                 self._drop(ahead)
         return verdict
 
@@ -301,6 +306,19 @@ class Race:
         waiting = [c for c in upcoming if c not in self.running and c not in self.tester.verdicts]
         for candidate in waiting[:self.tester.spare()]:
             self._start(candidate, background=True)
+
+    def _run_ahead_beyond(self, upcoming: list[Candidate], beyond: dict[Candidate, list[Candidate]],
+                          after: NextRound) -> None:
+        """The rounds after `upcoming`'s candidates on the workers they leave, best first; a candidate's is
+        stopped once it passes (its parts pass too)."""
+        for first in sorted(upcoming, key=len):
+            if self.tester.verdicts.get(first) == "passes":
+                for later in beyond.pop(first, []):
+                    self._drop(later)
+            elif self.tester.spare():
+                if first not in beyond:
+                    beyond[first] = list(after(first))
+                self._run_ahead(beyond[first])
 
     def _drop(self, candidate: Candidate) -> None:
         if candidate in self.running and candidate not in self.racers:

@@ -552,7 +552,7 @@ def inductor_cache(path: str | None):
         yield
     finally:
         if shared is None:
-            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
         else:
             os.environ["TORCHINDUCTOR_CACHE_DIR"] = shared
         shutil.rmtree(path, ignore_errors=True)

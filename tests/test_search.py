@@ -374,6 +374,44 @@ def test_the_first_round_compiles_beside_the_whole_graph_and_is_dropped_if_it_pa
     assert set(clean.stopped) == set(halves) and not clean.running  # nothing to minimize: no worker held
 
 
+def test_the_rounds_after_the_halves_compile_beside_the_whole_graph_on_the_workers_still_spare():
+    # Qwen2's complex sub on the H200: with the halves beside the original, five of eight workers sat idle 13 s
+    culprit = lambda c: "n100" in c  # noqa: E731
+    latency = lambda c: 6.0 + len(c) / 50  # noqa: E731
+    names, space = chain(204)
+    whole = frozenset(names)
+    first = lambda w: opening_round(space, w)  # noqa: E731
+    halves = first(whole)
+    quarters = {q for half in halves for q in first(half)}
+    assert sorted(map(len, quarters)) == [51, 51, 51, 51]
+
+    def search(after):
+        pool = SimulatedPool(culprit, latency)
+        race = Race(pool)
+        assert race.verdict(whole, first, after) == "fails"
+        known = quarters & set(pool.verdicts)
+        result = minimize(space, whole, race)
+        race.close()
+        return result, pool, known
+
+    (shallow_result, shallow, none), (deep_result, deep, known) = search(None), search(first)
+    assert shallow_result == deep_result == {"n100"}
+    assert not none and known == quarters  # decided by the whole graph's verdict
+    assert {c for c, background in deep.started[3:7] if background} == quarters  # at once, in the background
+    assert all(sum(c == q for c, _ in deep.started) == 1 for q in quarters)  # each compiled once, for the search
+    assert not quarters & set(deep.stopped)
+    # Only a little sooner here, where every compile takes 6 to 10 s: the round after the whole graph's verdict
+    # already runs the next one ahead, and the small graph's round ends both searches.
+    assert deep.now < shallow.now
+    clean = SimulatedPool(lambda c: False, lambda c: 1.0 if c == whole else 50.0)
+    assert Race(clean).verdict(whole, first, first) == "passes"
+    assert set(clean.stopped) == set(halves) | quarters and not clean.running  # nothing to minimize
+    half_passes = SimulatedPool(lambda c: c == whole or c == halves[1], lambda c: 5.0 if c == halves[0] else 50.0)
+    race = Race(half_passes)
+    race.verdict(whole, first, first)
+    assert set(half_passes.stopped) == set(first(halves[0]))  # its parts pass too: the workers go elsewhere
+
+
 def test_a_small_graph_loses_every_node_it_does_not_need_in_two_compiles():
     # Qwen2's complex sub on the H200: from 6 nodes to the 3 it needs took three rounds of one compile each
     names, space = chain(6)
