@@ -41,7 +41,7 @@ from collections.abc import Callable
 
 from . import cpu_isa
 from . import fork_protocol as fp
-from .procs import SERVER_NAME, alive, kill_worker, name_process, peer_uid
+from .procs import SERVER_NAME, alive, env_set, kill_worker, name_process, peer_uid
 from .wire import WireError
 from .worker import COMPILE_MODULES, import_if_installed, serve
 from .worklog import phase, server_header
@@ -312,17 +312,8 @@ def _import(module: str) -> None:
             traceback.print_exc()
 
 
-@contextlib.contextmanager
-def _nvml_check():
-    before = os.environ.get(_NVML_CHECK)
-    os.environ[_NVML_CHECK] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ[_NVML_CHECK]
-        else:
-            os.environ[_NVML_CHECK] = before
+def _nvml_check() -> contextlib.AbstractContextManager[None]:
+    return env_set(_NVML_CHECK, "1")
 
 
 def _fork_poisoned() -> bool:

@@ -6,11 +6,12 @@ Stdlib only: the driver, the fork server, the workers and the language server al
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 # What `ps`, `top` and the tests see: workers share the fork server's command line.
 WORKER_NAME, SERVER_NAME = "aoti-lens-work", "aoti-lens-fork"
@@ -23,6 +24,20 @@ def name_process(name: str) -> None:
             f.write(name)
     except OSError:
         pass
+
+
+@contextlib.contextmanager
+def env_set(name: str, value: str) -> Iterator[None]:
+    """`name` set to `value` in this process's environment, and as it was again after."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 def with_this_package(env: Mapping[str, str]) -> dict[str, str]:

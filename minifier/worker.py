@@ -25,7 +25,7 @@ import traceback
 
 from . import cpu_isa
 from . import worker_protocol as p
-from .procs import WORKER_NAME, name_process
+from .procs import WORKER_NAME, env_set, name_process
 from .layout import CACHES, PACKAGES
 from .signature import Phase, analyze_error
 from .worklog import CODEGEN_FAILED, LOG_LIMIT, compiled_mark, keep_under, phase, provenance_mark, sampling_stacks
@@ -546,15 +546,10 @@ def inductor_cache(path: str | None):
     if path is None:
         yield
         return
-    shared = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
     try:
-        yield
+        with env_set("TORCHINDUCTOR_CACHE_DIR", path):
+            yield
     finally:
-        if shared is None:
-            os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
-        else:
-            os.environ["TORCHINDUCTOR_CACHE_DIR"] = shared
         shutil.rmtree(path, ignore_errors=True)
 
 
