@@ -26,6 +26,11 @@ cold builds the next ones took from the cache (on a fresh H200 machine the first
 at 15.8 s, the next two's at 9.1 and 11.0 s: its g++ builds were cached). PyTorch's minifier uses the dump's
 own cache: its launcher sets the variable.
 
+With `--repeat N` the aoti-lens runs of a workload are made N times, their order reversed on every other
+repeat, and each run's row shows its median (the lower middle one): on the H200 the first of two modes that
+issued the same 29 compiles ran 11 s longer than the second (Qwen2's complex sub, 74.2 vs 63.2 s), so one
+ordered pass compares the order as much as the modes.
+
 Every measure is written as soon as it ends, so a run stopped at a device's time limit keeps what it
 measured. `--modes` picks the runs of each workload, so that one too long for one command can be measured
 in several (`--modes pytorch,ours` in one, `--modes no-slice,slices-first` in the next); `--report` merges
@@ -87,6 +92,7 @@ class Measure:
     start_up: float | None = None  # a worker's start: torch, Inductor and the program loaded (bench/timeline.py)
     graph: str = ""  # a hash of the final graph's code: the same dump should give the same repro
     note: str = ""
+    repeat: int = 0  # which of --repeat's passes made it
 
 
 @dataclass
@@ -118,6 +124,8 @@ def main() -> int:
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
     parser.add_argument("--no-compare", dest="compare", action="store_false",
                         help="skip the --no-slice and --slices-first runs and the one `run` of accuracy workloads")
+    parser.add_argument("--repeat", type=int, default=1, metavar="N",
+                        help="make the aoti-lens runs N times in alternating order; rows show each run's median")
     parser.add_argument("--modes", default=",".join(MODES),
                         help=f"the runs of each workload, comma-separated (default all: {','.join(MODES)})")
     parser.add_argument("--logs", metavar="TGZ", help="also pack each first aoti-lens run's worker and fork server "
@@ -188,8 +196,8 @@ TOOLS = {"pytorch": "theirs", "aoti-lens": "ours", "aoti-lens-warm": "warm", "ao
 
 
 def read_rows(paths: list[str]) -> list[Row]:
-    """Rows from results files, in their order; a measure in a later file replaces the same run of the same
-    workload in an earlier one."""
+    """Rows from results files, in their order; a measure in a later file replaces the same run (and repeat)
+    of the same workload in an earlier one."""
     measures = []
     for path in paths:
         with open(path) as f:
@@ -198,12 +206,19 @@ def read_rows(paths: list[str]) -> list[Row]:
 
 
 def rows_of(measures: list[Measure]) -> list[Row]:
-    """One row per workload that aoti-lens minified, the last measure of each run kept."""
-    found: dict[str, dict[str, Measure]] = {}
+    """One row per workload that aoti-lens minified: of each run the last measure of every repeat, and of
+    those the median by wall time."""
+    found: dict[str, dict[str, dict[int, Measure]]] = {}
     for m in measures:
-        found.setdefault(m.workload, {})[TOOLS[m.tool]] = m
-    return [Row(**{"theirs": Measure("pytorch", workload, "skipped", 0, None, None), **parts})
+        found.setdefault(m.workload, {}).setdefault(TOOLS[m.tool], {})[m.repeat] = m
+    return [Row(**{"theirs": Measure("pytorch", workload, "skipped", 0, None, None),
+                   **{run: _median(list(repeats.values())) for run, repeats in parts.items()}})
             for workload, parts in found.items() if "ours" in parts]
+
+
+def _median(measures: list[Measure]) -> Measure:
+    """The lower middle measure by wall time: a real run, its queries and floor its own."""
+    return sorted(measures, key=lambda m: m.seconds)[(len(measures) - 1) // 2]
 
 
 def measure_workload(name: str, launcher: str, folder: str, args: argparse.Namespace, timelines: list[str],
@@ -212,30 +227,43 @@ def measure_workload(name: str, launcher: str, folder: str, args: argparse.Names
     modes = args.modes
     if "pytorch" in modes and not (args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))):
         record(run_pytorch(relocate_dump(launcher, os.path.join(folder, "pytorch")), name, args.pytorch_timeout))
-    # the warm run's environment is the first's: the fork server it reuses is the one with that environment
-    ours = run_env(folder, "ours") if modes & {"ours", "warm"} else None
-    if "ours" in modes:
-        record(run_ours(launcher, os.path.join(folder, "ours"), name, args.workers, timelines, "warm" in modes,
-                        env=ours))
-        if args.logs:
-            pack_logs(args.logs, os.path.join(folder, "ours"), name)
-    if "warm" in modes:
-        warm_dir = os.path.join(folder, "warm")
-        record(run_ours(launcher, warm_dir, name, args.workers, timelines, True, "aoti-lens-warm", env=ours))
-        end_fork_servers(warm_dir)  # the next run must start cold
-    for mode in ("no-slice", "slices-first"):
-        if mode in modes:
-            record(run_ours(launcher, os.path.join(folder, mode), name, args.workers, timelines, False,
-                            f"aoti-lens --{mode}", (f"--{mode}",), env=run_env(folder, mode)))
+    for repeat in range(args.repeat):
+        runs = [run for run in ("ours", "no-slice", "slices-first") if run in modes]
+        for run in reversed(runs) if repeat % 2 else runs:
+            for measure in _aoti_lens_runs(run, name, launcher, folder, args, timelines, repeat):
+                measure.repeat = repeat
+                record(measure)
     if "run" in modes and _is_accuracy(name):
-        record(run_once(launcher, os.path.join(folder, "run"), name, run_env(folder, "run")))
+        record(run_once(launcher, os.path.join(folder, "run"), name, run_env(os.path.join(folder, "run"))))
 
 
-def run_env(folder: str, run: str) -> dict[str, str]:
-    """The environment of one run of the workload in `folder`: its own copy of the cache as dumped."""
-    cache = os.path.join(folder, run, "inductor-cache")
+def _aoti_lens_runs(run: str, name: str, launcher: str, folder: str, args: argparse.Namespace,
+                    timelines: list[str], repeat: int):
+    """One aoti-lens run of the workload (with `ours`, the warm run after it), each in a folder of its own."""
+    def where(mode: str) -> str:
+        return os.path.join(folder, mode if not repeat else f"{mode}-{repeat}")
+
+    if run != "ours":
+        yield run_ours(launcher, where(run), name, args.workers, timelines, False, f"aoti-lens --{run}",
+                       (f"--{run}",), env=run_env(where(run)))
+        return
+    # the warm run's environment is the first's: the fork server it reuses is the one with that environment
+    ours = run_env(where("ours"))
+    keep_warm = "warm" in args.modes
+    yield run_ours(launcher, where("ours"), name, args.workers, timelines, keep_warm, env=ours)
+    if args.logs and not repeat:
+        pack_logs(args.logs, where("ours"), name)
+    if keep_warm:
+        yield run_ours(launcher, where("warm"), name, args.workers, timelines, True, "aoti-lens-warm", env=ours)
+        end_fork_servers(where("warm"))  # the next run must start cold
+
+
+def run_env(run_folder: str) -> dict[str, str]:
+    """The environment of one run of a workload, in its folder beside the dump: its own copy of the cache
+    as dumped."""
+    cache = os.path.join(run_folder, "inductor-cache")
     if not os.path.exists(cache):
-        shutil.copytree(os.path.join(folder, AS_DUMPED), cache, symlinks=True)
+        shutil.copytree(os.path.join(os.path.dirname(run_folder), AS_DUMPED), cache, symlinks=True)
     return {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache}
 
 
@@ -340,7 +368,7 @@ def run_ours(dump_launcher: str, folder: str, name: str, workers: int, timelines
     with open(os.path.join(folder, DRIVER_LOG), "w") as f:  # each candidate's verdict, in the packed logs
         f.write(proc.stderr)
     marks = run_marks(folder)
-    timelines += [f"# {name} ({tool})", *timeline(marks), ""]
+    timelines += [f"# {name} ({tool}, in {os.path.basename(folder)})", *timeline(marks), ""]
     measure = _measure_ours(proc, tool, name, seconds)
     measure.start_up = start_up(marks)
     return measure
