@@ -322,8 +322,9 @@ class PoolOracle:
                               save_pt2=save_pt2)
 
     def accept(self, candidate: Candidate) -> Candidate:
-        """A smaller failing graph becomes the current one and, at once, a checkpoint."""
-        if len(candidate) < self.progress.nodes:
+        """A smaller failing graph becomes the current one and, at once, a checkpoint. One the search took
+        without its compile (a part of it failed) waits for the next round's, which failed itself."""
+        if len(candidate) < self.progress.nodes and self.verdicts.get(candidate) == "fails":
             self.progress.nodes = len(candidate)
             self.write_checkpoint(candidate)
         return candidate
