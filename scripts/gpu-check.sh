@@ -9,7 +9,8 @@
 #   BENCH_ARGS=--no-compare adds bench/run.py options (here: skip the --no-slice and --slices-first runs).
 #   A workload too long for one command is measured in several, each measure saved as it ends, e.g.
 #   BENCH_ONLY=cuda-hf-gpt2 BENCH_ARGS="--modes pytorch,ours" ...; then BENCH_ARGS="--modes no-slice,slices-first";
-#   bench/run.py --report merges their jsonl files.
+#   bench/run.py --report merges their jsonl files. Two modes compared on one host: BENCH_ARGS="--modes ours,no-slice
+#   --no-warm --repeat 2" (each run twice, in both orders; the first run of a command is slower, docs/gpu.md).
 # Installs the carried wheels (.whl/, see docs/gpu.md), runs the `gpu`-marked tests, the language-server
 # session on real GPU dumps, and the GPU benchmark against PyTorch's own minifier; prints a table last.
 # The GPU tests take about ten minutes (2026-12-01, H200): where a command gets ten, run them in two,
