@@ -443,14 +443,14 @@ def targets(rows: list[Row]) -> str:
     ok = [r for r in rows if r.ours.status == "ok"]
     lines = ["## Targets (issue 13)", ""]
     # the better of the two where both were measured, else the one that was (a device's minutes are few)
-    others = {r.ours.workload: [m for m in (r.no_slice, r.slices_first) if m and m.status == "ok"] for r in ok}
-    compared = [(r, min(m.seconds for m in others[r.ours.workload])) for r in ok if others[r.ours.workload]]
-    met = [r for r, best in compared if r.ours.seconds <= 1.1 * best]
+    compared = [(r, others, min(m.seconds for m in others)) for r in ok
+                if (others := [m for m in (r.no_slice, r.slices_first) if m and m.status == "ok"])]
+    met = [r for r, _, best in compared if r.ours.seconds <= 1.1 * best]
     lines.append(f"- minify <= 1.1x the better of --slices-first and --no-slice: {len(met)} of {len(compared)}: "
-                 + ", ".join(f"{r.ours.workload} {r.ours.seconds / best:.2f}x" for r, best in compared))
+                 + ", ".join(f"{r.ours.workload} {r.ours.seconds / best:.2f}x" for r, _, best in compared))
     # The modes differ only after the original's verdict; start-up and that first compile vary with the
     # machine's load from one run to the next, so the same target on what follows them is printed too.
-    after = [(r, _after_original(r.ours), [_after_original(m) for m in others[r.ours.workload]]) for r, _ in compared]
+    after = [(r, _after_original(r.ours), [_after_original(m) for m in others]) for r, others, _ in compared]
     after = [(r, ours, min(theirs)) for r, ours, theirs in after if ours is not None and None not in theirs]
     lines.append(f"- the same, counting only what follows the original's verdict: "
                  f"{sum(1 for _, ours, best in after if ours <= 1.1 * best)} of {len(after)}: "
