@@ -89,7 +89,6 @@ class PoolOracle:
         self.warned: set[str] = set()
         self.found: list[Candidate] = []
         self.probed: list[Candidate] | None = None  # the accuracy probe's slices, once it answered
-        self.probe_late = False  # the rounds have started: the probe's slices race as guesses
         self.wake_at: float | None = None  # a wait returns by then (monotonic), answered or not
         self.kernel_known = False
         self.early: tuple[Candidate, Trial] | None = None  # the standalone check started beside the search
@@ -129,9 +128,11 @@ class PoolOracle:
 
     def answer(self, result: Result) -> None:
         if result.query.key == PROBE_KEY:
+            # Its slices race at once: on two workers the probe's answer frees the worker that the round run
+            # ahead of the whole graph's verdict would take (RoBERTa's log1p: the 1-node slice started 1.4 s
+            # later, behind a 57-node half); `probe_first` moves them ahead of the first round.
             self.probed = self.localized(result)
-            if self.probe_late:
-                self.found += self.probed
+            self.found += self.probed
             return
         if result.query.key == LOCATE_KEY:
             self.found += self.located(result)
@@ -230,10 +231,10 @@ class PoolOracle:
         return True
 
     def probe_first(self, race: Race) -> None:
-        """Queue the probe's slices ahead of the first round, waiting for it to answer PROBE_GRACE seconds or
-        half the whole graph's compile at most: it compiles beside the whole graph and answers about when that
-        does (within 1 s on every workload measured), but one slower than that, or hung, must not hold up the
-        search: its slices then race as guesses when they come."""
+        """Move the probe's slices (racing since it answered) ahead of the first round, waiting for it to answer
+        PROBE_GRACE seconds or half the whole graph's compile at most: it compiles beside the whole graph and
+        answers about when that does (within 1 s on every workload measured), but one slower than that, or hung,
+        must not hold up the search: its slices then race as guesses when they come."""
         whole = self.results.get(self.whole)
         grace = max(PROBE_GRACE, whole.seconds / 2 if whole else 0.0)
         self.wake_at = time.monotonic() + grace
@@ -242,7 +243,6 @@ class PoolOracle:
                        or time.monotonic() >= self.wake_at)
         finally:
             self.wake_at = None
-        self.probe_late = True
         if self.probed is None:
             self.reporter.say(f"the accuracy probe has not answered {grace:.0f} s after the whole graph; "
                               "the search starts, its slices will race beside it")

@@ -15,9 +15,15 @@ import pytest
 import torch
 
 from conftest import ROOT, aoti_minify, events_of, minify, repro_signature, workers_in
+from minifier import worker_protocol as p
 from minifier.events import (BeginEvent, CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent,
                              EventsTail, FailureEvent, last_run, parse_event)
 from minifier.layout import DumpLayout, launchers_in
+from minifier.minify import PoolOracle, Progress
+from minifier.options import Options
+from minifier.reporter import Reporter
+from minifier.search import Space, make_closure
+from minifier.session import Session
 from minifier.worklog import phase_marks
 
 pytestmark = pytest.mark.compile
@@ -50,6 +56,29 @@ def test_seed_injections_shrink_to_the_single_relu(dumps, tmp_path, bug, kind):
     # repro level 4 for accuracy (dump.py), else 2; accuracy= written as PyTorch writes it
     assert f"accuracy={bug == 'accuracy'}," in open(launcher).read()
     assert f"accuracy={'accuracy' if bug == 'accuracy' else False!r}," in open(done.repro).read()
+
+
+def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path):
+    # before the whole graph's verdict too: on two workers the probe's answer frees the worker that a round run
+    # ahead of that verdict would take (RoBERTa's log1p: its 1-node slice started 1.4 s later, behind a half)
+    launcher = dumps.get(str(tmp_path), bug="accuracy")
+    session = Session.open(Options(launcher=launcher))
+    pool = session.pool(size=1)
+    try:
+        graph = pool.call(p.DescribeRequest()).graph
+        values = pool.call(p.ValuesRequest(path=session.layout.values)).stored
+        order = graph.compute_nodes()
+        space = Space(order=order, closure=make_closure(graph.compute_args(), set(values)))
+        oracle = PoolOracle(session, pool, Reporter(False), Progress(start_nodes=len(order), nodes=len(order)),
+                            space, graph)
+        assert oracle.probe()
+        while oracle.probed is None:  # no round has started: nothing called probe_first
+            oracle.wait()
+    finally:
+        pool.close()
+    relu = next(n.name for n in graph.nodes if n.op == "relu")
+    assert oracle.probed[0] == {relu}  # the injected bug's node alone, the likeliest slice, first
+    assert oracle.leads() == oracle.probed
 
 
 def test_compile_error_names_kernel_line_and_model_line(dumps, tmp_path):
