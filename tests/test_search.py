@@ -454,6 +454,64 @@ def test_a_small_graph_loses_every_node_it_does_not_need_in_two_compiles():
     assert race.implied == 3  # its own single-node complements are parts of graphs that passed
 
 
+class QueuedPool(SimulatedPool):
+    """A SimulatedPool where only `workers` candidates compile at once; the others wait in a queue, foreground
+    ones first (as the worker pool's)."""
+
+    def __init__(self, fails, latency, workers):
+        super().__init__(fails, latency, workers=workers)
+        self.queue = []  # (candidate, background), in the order they start
+        self.compiled = []
+
+    def start(self, candidate, background):
+        self.started.append((candidate, background))
+        if candidate not in self.running and all(c != candidate for c, _ in self.queue):
+            self.queue.append((candidate, background))
+            self.queue.sort(key=lambda item: item[1])  # stable: foreground first, each in its order
+        self._fill()
+
+    def stop(self, candidate):
+        self.stopped.append(candidate)
+        self.running.pop(candidate, None)
+        self.queue = [(c, b) for c, b in self.queue if c != candidate]
+        self._fill()
+
+    def wait(self):
+        super().wait()
+        self._fill()
+
+    def spare(self):
+        return max(0, self.workers - len(self.running) - len(self.queue))
+
+    def _fill(self):
+        while self.queue and len(self.running) < self.workers:
+            candidate, _ = self.queue.pop(0)
+            self.running[candidate] = self.now + self.latency(candidate)
+            self.compiled.append(candidate)
+
+
+def test_a_guess_that_needs_all_its_nodes_is_proven_by_its_complements_when_its_node_alone_passed():
+    # RoBERTa's lying fake kernel on two workers: the probe's 4-node ring won after its node alone passed; its
+    # three other single nodes and four complements took four waves of one compile, where two prove it
+    names, space = chain(4)
+    whole = frozenset(names)
+
+    def prove(alone_known):
+        pool = QueuedPool(lambda c: c == whole, latency=lambda c: 6.5, workers=2)
+        pool._verdicts[whole] = "fails"
+        if alone_known:
+            pool._verdicts[frozenset({"n0"})] = "passes"
+        race = Race(pool)
+        assert minimize(space, whole, race, guessed=True) == whole
+        return pool, race
+
+    pool, race = prove(alone_known=True)
+    assert pool.now == 13.0 and sorted(map(len, pool.compiled)) == [3, 3, 3, 3]
+    assert race.implied == 3  # the single nodes, each part of a complement that passed
+    unknown, _ = prove(alone_known=False)  # where nothing says so, single nodes still go first
+    assert unknown.now == 26.0 and sorted(map(len, unknown.compiled[:2])) == [1, 1]
+
+
 def test_what_a_round_ran_ahead_is_stopped_when_it_ends_without_it():
     names, _ = chain(16)
     halves = [frozenset(names[:8]), frozenset(names[8:])]
