@@ -252,10 +252,11 @@ class Race:
         parts_pass = any(len(c) == 1 and verdicts.get(c) == "passes" for c in candidates)
         while (hit := self.winner(current)) is None:
             if parts_pass:
-                implied = set(ranked) - set(self._worth_compiling(ranked))
-                for candidate in implied:
-                    self._drop(candidate)
-                ranked = [c for c in ranked if c not in implied]
+                kept = self._worth_compiling(ranked)
+                for candidate in ranked:
+                    if candidate not in kept:
+                        self._drop(candidate)
+                ranked = kept
             failed = next((i for i, c in enumerate(ranked) if verdicts.get(c) == "fails"), len(ranked))
             untested = [c for i, c in enumerate(ranked) if c not in verdicts and (
                 i < failed or len(c) == len(ranked[failed]) and self.tester.compiling(c))]
