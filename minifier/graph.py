@@ -31,7 +31,7 @@ from torch.utils._sympy.numbers import int_oo
 from .branches import Branch, Rebuilt, branch_values, branches_of, fed_name, operands, rebuild
 from .events import SourceLine
 from .provenance import user_frame
-from .worker_protocol import GraphInfo, NodeInfo
+from .worker_protocol import FakeMismatch, GraphInfo, NodeInfo
 
 _PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer",
                 InputKind.CONSTANT_TENSOR: "constant"}
@@ -202,6 +202,45 @@ def concrete_values(flat: FlatProgram) -> tuple[dict[str, torch.Tensor], str | N
                 for name, value in branch_values(branch, inputs).items():
                     _store(values, name, value, sources[name])
     return values, None
+
+
+def fake_mismatches(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[FakeMismatch]:
+    """The compute nodes whose eager value differs in sizes or dtype from their fake value, its symbols
+    bound to the sizes of the inputs the eager run used. Such a node runs right alone and in eager code;
+    compiled code that reads it trusts the fake sizes (RoBERTa's row_scale: a (..., 1) factor that its fake
+    kernel calls (..., 64), broadcast as if elementwise)."""
+    sizes = _symbol_sizes(flat)
+    found = []
+    for node in flat.graph.nodes:
+        val, real = node.meta.get("val"), values.get(node.name)
+        if node.op != "call_function" or not isinstance(val, torch.Tensor) or real is None:
+            continue
+        fake = [_size_at(s, sizes) for s in val.shape]
+        if None in fake:  # a size the inputs do not determine
+            continue
+        if (val.dtype, fake) != (real.dtype, list(real.shape)):
+            fake_text = f"{str(val.dtype).replace('torch.', '')}[{', '.join(map(str, fake))}]"
+            found.append(FakeMismatch(node=node.name, op=str(node.target), fake=fake_text, real=_shape(real)))
+    return found
+
+
+def _symbol_sizes(flat: FlatProgram) -> dict[sympy.Symbol, sympy.Integer]:
+    """Each input size symbol of the program -> that size of the input the eager run used."""
+    sizes: dict[sympy.Symbol, sympy.Integer] = {}
+    for node in flat.graph.find_nodes(op="placeholder"):
+        val, real = node.meta.get("val"), flat.user_inputs.get(node.name)
+        if isinstance(val, torch.Tensor) and isinstance(real, torch.Tensor) and real.dim() == val.dim():
+            for size, actual in zip(val.shape, real.shape):
+                if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                    sizes[size.node.expr] = sympy.Integer(int(actual))
+    return sizes
+
+
+def _size_at(size: int | torch.SymInt, sizes: dict[sympy.Symbol, sympy.Integer]) -> int | None:
+    if not isinstance(size, torch.SymInt):
+        return int(size)
+    value = sympy.sympify(size.node.expr).xreplace(sizes)
+    return int(value) if value.is_Integer else None
 
 
 def _store(values: dict[str, torch.Tensor], name: str, value: object, node: fx.Node) -> None:

@@ -89,6 +89,9 @@ class PoolOracle:
         self.warned: set[str] = set()
         self.found: list[Candidate] = []
         self.probed: list[Candidate] | None = None  # the accuracy probe's slices, once it answered
+        self.mismatched: set[str] = set()  # nodes whose fake kernel gives other sizes than the op
+        self.lies: list[Candidate] = []  # slices that show a lying fake kernel, raced before the probe
+        self.probe_waits = False  # the probe starts once no slice of a lie can fail
         self.wake_at: float | None = None  # a wait returns by then (monotonic), answered or not
         self.kernel_known = False
         self.early: tuple[Candidate, Trial] | None = None  # the standalone check started beside the search
@@ -148,6 +151,8 @@ class PoolOracle:
             self.pool.submit(self.query(candidate), self.priority.get(candidate, False))
             return
         self.record(candidate, result)
+        if candidate in self.lies:
+            self.probe_unless_lies_fail()
         if candidate == self.whole and not self.kernel_known:
             _, analysis = result_signature(result)
             provenance = provenance_in(result.log)
@@ -183,6 +188,7 @@ class PoolOracle:
 
     def reclassify(self) -> None:
         self._verdicts = {c: self.verdict(r) for c, r in self.results.items()}
+        self.probe_unless_lies_fail()
 
     # --- leads -------------------------------------------------------------------------------------
 
@@ -219,16 +225,31 @@ class PoolOracle:
 
     def stop_guessing(self) -> None:
         """The search is over: what still runs in the background can no longer matter."""
+        self.probe_waits = False
         for key in (PROBE_KEY, LOCATE_KEY):
             self.pool.cancel(key)
 
     def probe(self) -> bool:
-        """Start the accuracy probe in the background (see worker.Worker.probe); False if slicing is off."""
+        """Start the accuracy probe in the background (see worker.Worker.probe); False if slicing is off. Where
+        a fake kernel lies, the slices that show the lie go first (`lie_leads`) and the probe only once none of
+        them can fail: on two workers it would take the worker of the lie's next slice for a whole-graph compile
+        (RoBERTa's lying row_scale: 25 s beside the whole graph's verdict, after which its 4-node ring won)."""
         if not self.session.options.slicing:
             return False
-        self.pool.submit(p.QueryRequest(key=PROBE_KEY, probe=True, values_path=self.session.layout.values),
-                         background=True)
+        self.probe_waits = True
+        self.probe_unless_lies_fail()
         return True
+
+    def probe_unless_lies_fail(self) -> None:
+        """Start the waiting probe once every slice of a lie passed, failed another way, or is part of one that
+        passed."""
+        verdicts = self._verdicts
+        settled = all(verdicts.get(s, "fails") != "fails"
+                      or any(s < wider and verdicts.get(wider) == "passes" for wider in self.lies) for s in self.lies)
+        if self.probe_waits and settled:
+            self.probe_waits = False
+            self.pool.submit(p.QueryRequest(key=PROBE_KEY, probe=True, values_path=self.session.layout.values),
+                             background=True)
 
     def probe_first(self, race: Race) -> None:
         """Move the probe's slices (racing since it answered) ahead of the first round, waiting for it to answer
@@ -239,10 +260,12 @@ class PoolOracle:
         grace = max(PROBE_GRACE, whole.seconds / 2 if whole else 0.0)
         self.wake_at = time.monotonic() + grace
         try:
-            race.until(lambda: self.probed is not None or not self.pool.in_flight()
-                       or time.monotonic() >= self.wake_at)
+            race.until(lambda: self.probed is not None or not self.pool.in_flight() or self.probe_waits
+                       or race.winner(self.whole) is not None or time.monotonic() >= self.wake_at)
         finally:
             self.wake_at = None
+        if self.probe_waits:  # behind a lie's slices: the search starts (from one that failed), the probe after
+            return
         if self.probed is None:
             self.reporter.say(f"the accuracy probe has not answered {grace:.0f} s after the whole graph; "
                               "the search starts, its slices will race beside it")
@@ -261,19 +284,52 @@ class PoolOracle:
             return []
         first = diverged[0]
         self.reporter.say(f"accuracy probe: {len(diverged)} values diverge, the first at {first}")
-        rings = [{first}]
-        for _ in range(MAX_PROBE_LEADS - 1):
-            rings.append(rings[-1] | {a for n in rings[-1] for a in args.get(n, ()) if a in args})
-        slices = list(dict.fromkeys(s for s in (self.space.closure(r) for r in rings) if s != self.whole))
+        slices = self.rings(first)
         # The node alone is the likeliest (a wrong kernel), the widest ring next: a lying fake kernel needs its
         # producers (RoBERTa's row_scale: 1 node passes, 3 abort, 4 fail), and two workers start these first.
-        return slices[:1] + slices[:0:-1]
+        slices = slices[:1] + slices[:0:-1]
+        # A slice that feeds a lying node's value to a node it keeps feeds it with its true sizes: it cannot show
+        # the lie, and its worker is better spent on a ring's complement (RoBERTa's lying fake: the 3-node ring).
+        showing = [s for s in slices if self.may_show_lies(s)]
+        return showing or slices
+
+    def rings(self, node: str) -> list[Candidate]:
+        """`node` alone, then with its producers, then with theirs: the slices where a wrong value starts."""
+        args = self.graph.compute_args()
+        rings = [{node}]
+        for _ in range(MAX_PROBE_LEADS - 1):
+            rings.append(rings[-1] | {a for n in rings[-1] for a in args.get(n, ()) if a in args})
+        return list(dict.fromkeys(s for s in (self.space.closure(r) for r in rings) if s != self.whole))
+
+    def may_show_lies(self, candidate: Candidate) -> bool:
+        args = self.graph.compute_args()
+        return not any(a in self.mismatched and a not in candidate for n in candidate for a in args[n])
+
+    def lie_leads(self) -> list[Candidate]:
+        """The rings around each node that reads a value whose fake kernel lies, widest first, those that keep
+        the liar: known before any compile, they race ahead of the probe (`probe`)."""
+        if not (self.session.options.slicing and self.session.accuracy):
+            return []
+        readers = [n for n, operands in self.graph.compute_args().items() if self.mismatched & set(operands)]
+        slices = [s for reader in readers for s in reversed(self.rings(reader)) if self.may_show_lies(s)]
+        self.lies = list(dict.fromkeys(slices))
+        if self.lies:
+            self.reporter.say(f"{len(self.lies)} slices around the lying fake kernel's readers race first")
+        return self.lies
+
+    def shown_together(self) -> list[Candidate]:
+        """Each node whose fake kernel lies with each node that reads it: where the lie is the failure, a
+        graph holding only one of them cannot show it."""
+        args = self.graph.compute_args()
+        return [frozenset({liar, reader}) for liar in sorted(self.mismatched)
+                for reader, operands in args.items() if liar in operands]
 
     # --- the standalone check ----------------------------------------------------------------------
 
     def check_early(self, candidate: Candidate) -> None:
-        """Start the standalone check of a graph likely to end the search, beside its own compile, where a
-        worker is idle: after the search it is one more compile (5 to 8 s on the H200, Qwen2's complex sub)."""
+        """Start the standalone check of a graph likely to end the search, beside its own compile or the round that
+        proves it, where a worker is idle: after the search it is one more compile (5 to 8 s on the H200, Qwen2's
+        complex sub)."""
         if self.early is not None:
             self.pool.cancel(self.early[1].query.key)
             self.early, self.early_result = None, None
@@ -362,6 +418,10 @@ class Checkpointing:
 
     def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
         self.report_cached(candidates)
+        if self.race.needs_several(candidates, current):
+            # its complements will likely all pass and make it the result: its standalone check starts now,
+            # on the worker its own compile left, not after the round (on two workers, 5 compiles in 3 waves)
+            self.oracle.check_early(current)
         found = self.race.failing(candidates, current)
         if found:
             self.oracle.accept(found[0])
@@ -408,9 +468,10 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         values = stored_values(session, pool, reporter)
         order = graph.compute_nodes()
         progress = Progress(start_nodes=len(order), nodes=len(order))
-        space = Space(order=order, closure=make_closure(graph.compute_args(), set(values)))
+        space = Space(order=order, closure=make_closure(graph.compute_args(), set(values.stored)))
         oracle = PoolOracle(session, pool, reporter, progress, space, graph)
-        race = Race(oracle)
+        oracle.mismatched = {m.node for m in values.mismatches}
+        race = Race(oracle, together=oracle.shown_together())
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
         # The loose accuracy check cannot tell a wrong value that reaches the output from one that only feeds
         # a boolean mask (PyTorch's accuracy-vs-strict-accuracy parity): split into single nodes, the mask's
@@ -439,10 +500,11 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         clean_scratch(session.layout)
 
 
-def stored_values(session: Session, pool: Pool, reporter: Reporter) -> list[str]:
+def stored_values(session: Session, pool: Pool, reporter: Reporter) -> p.ValuesStored:
     """Run the original eagerly once, saving every node's value for candidates to read in place of the
     nodes they drop. Without them (the eager run raised, or its worker died of it: out of memory, a
-    hang past --timeout) the search still works, but removes a node only together with its users."""
+    hang past --timeout) the search still works, but removes a node only together with its users.
+    A value whose sizes are not what the node's fake kernel said is reported: compiled code trusts them."""
     try:
         values = pool.call(p.ValuesRequest(path=session.layout.values), timeout=session.options.timeout)
     except WorkerLost as e:
@@ -451,7 +513,9 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> list[str]
                                 error=f"the eager run that saves the graph's values lost its worker ({why})")
     if values.error:
         reporter.log(f"{values.error}; later nodes are only removed together with their users", "warning")
-    return values.stored
+    for mismatch in values.mismatches:
+        reporter.log(f"{mismatch.describe()}: compiled code that reads it trusts the fake kernel", "warning")
+    return values
 
 
 def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphInfo, reporter: Reporter,
@@ -467,6 +531,7 @@ def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphIn
         race.start(full)
     if saved is not None and saved.kernel is not None:
         race.race(oracle.kernel_leads(saved.kernel, {}))
+    race.race(oracle.lie_leads())
     probing = bool(session.accuracy) and oracle.probe()
     if not session.options.skip_sanity:
         race.verdict(full, then, after)

@@ -146,11 +146,12 @@ def canonical(candidate: Candidate) -> tuple[int, list[str]]:
 class Race:
     """Rounds on a Tester, with guesses raced beside them (see the module docstring)."""
 
-    def __init__(self, tester: Tester) -> None:
+    def __init__(self, tester: Tester, together: Iterable[Candidate] = ()) -> None:
         self.tester = tester
         self.racers: list[Candidate] = []
         self.running: dict[Candidate, bool] = {}  # -> in the background
         self.implied = 0  # candidates not compiled: part of a graph that passed
+        self.together = list(together)  # node sets a failure likely needs all of (a lying fake kernel and a reader)
 
     def race(self, guesses: Iterable[Candidate]) -> None:
         """Start guesses in the background; nothing ever waits on them."""
@@ -243,15 +244,14 @@ class Race:
         """A round that waits for its candidates, but once one failed only for those that rank before it and
         those of its size that a worker is on (on two workers, queuing the others cost BERT's index_put 6 s a
         round); those that fail, smallest first, or [a guess that won].
-        Where a single node of the round is already known to pass (the accuracy probe's node alone, when its
-        wider ring won), the failure likely needs several nodes: the larger candidates are queued first, and
-        a smaller one is dropped once a graph holding it passed. RoBERTa's lying fake kernel, 4 nodes all needed,
-        on two workers: its 4 complements in two waves instead of 3 single nodes and 4 complements in four."""
+        Where the failure likely needs several nodes (`needs_several`), the larger candidates are queued first,
+        and a smaller one is dropped once a graph holding it passed. RoBERTa's lying fake kernel, 4 nodes all
+        needed, on two workers: its 4 complements in two waves instead of 3 single nodes and 4 complements in four."""
         verdicts = self.tester.verdicts
         ranked = sorted(self._worth_compiling(candidates), key=len)  # first_failing's order
-        parts_pass = any(len(c) == 1 and verdicts.get(c) == "passes" for c in candidates)
+        several = self.needs_several(candidates, current)
         while (hit := self.winner(current)) is None:
-            if parts_pass:
+            if several:
                 kept = self._worth_compiling(ranked)
                 for candidate in ranked:
                     if candidate not in kept:
@@ -262,12 +262,22 @@ class Race:
                 i < failed or len(c) == len(ranked[failed]) and self.tester.compiling(c))]
             if not untested:
                 break
-            for candidate in reversed(untested) if parts_pass else untested:
+            for candidate in reversed(untested) if several else untested:
                 self._start(candidate, background=False)
             self._step()
         found = [hit] if hit is not None else [c for c in ranked if verdicts.get(c) == "fails"]
         self._prune(found[0] if found else current)
         return found
+
+    def needs_several(self, candidates: Sequence[Candidate], current: Candidate) -> bool:
+        """Evidence that the failure of `current` needs several of its nodes: `current` is a guess that won while
+        a guess of one of its nodes alone passed, or has not answered yet (should it fail, it wins and the order
+        of the rest no longer matters; RoBERTa's lying fake kernel: the 4-node ring answered 0.25 s before the
+        node alone, and the round queued single nodes first), or `current` holds nodes known to fail together."""
+        verdicts = self.tester.verdicts
+        guessed = current in self.racers and any(
+            len(c) == 1 and c in self.racers and verdicts.get(c, "passes") == "passes" for c in candidates)
+        return guessed or any(len(nodes) > 1 and nodes <= current for nodes in self.together)
 
     def expect_final(self, candidate: Candidate) -> None:
         """Nothing follows the rounds here; minify's oracle starts the standalone check."""

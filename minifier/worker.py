@@ -89,12 +89,13 @@ class Worker:
 
     def store_values(self, path: str) -> p.Reply:
         import torch
-        from .graph import concrete_values
+        from .graph import concrete_values, fake_mismatches
         phase("values", path)
         values, error = concrete_values(self.flat)
         torch.save(values, path + ".tmp")
         os.replace(path + ".tmp", path)
-        return p.ValuesStored(path=path, stored=sorted(values), error=error, poisoned=_poisons_cuda(error or ""))
+        return p.ValuesStored(path=path, stored=sorted(values), error=error, poisoned=_poisons_cuda(error or ""),
+                              mismatches=fake_mismatches(self.flat, values))
 
     def warm(self) -> p.Reply:
         """The seconds of imports and first-trace set-up that a fresh worker's first candidate would pay,

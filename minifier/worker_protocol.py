@@ -141,11 +141,26 @@ class Described:
 
 
 @dataclass(frozen=True)
+class FakeMismatch:
+    """A node whose eager value is not what its fake (meta) kernel told export: compiled code sizes and
+    reads it as the fake kernel said, eager code as it is (a custom op's `register_fake` that lies)."""
+
+    node: str
+    op: str
+    fake: str  # dtype[sizes] by the fake kernel, symbols at the inputs' sizes
+    real: str  # dtype[sizes] of the eager value
+
+    def describe(self) -> str:
+        return f"{self.node} ({self.op}): its fake kernel gives {self.fake}, the op returns {self.real}"
+
+
+@dataclass(frozen=True)
 class ValuesStored:
     path: str
     stored: list[str]
     error: str | None = None
     poisoned: bool = False
+    mismatches: list[FakeMismatch] = field(default_factory=list)
     type: Literal["values_stored"] = "values_stored"
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
 from minifier import worker_protocol as p
-from minifier.events import CheckpointEvent
+from minifier.events import CheckpointEvent, LogEvent
 from minifier.options import Options
 from minifier.session import Session
 from server.failures import read_disk
@@ -43,6 +43,11 @@ def test_a_failure_only_under_dynamic_shapes_survives_minification(dumps, tmp_pa
     proc, done = minify(launcher, "--accuracy", "--import", CUSTOM_OPS)
     assert done.nodes < done.start_nodes and done.signature.kind == "accuracy"
     assert "pool_tokens" in graph_of(done.repro)
+    # the lie is named before any compile: the fake kernel's sizes, its symbols bound to the inputs', and the op's
+    lies = [e for e in events_of(proc) if isinstance(e, LogEvent) and "fake kernel" in e.message]
+    assert [(e.level, e.message.split(": compiled")[0]) for e in lies] == [(
+        "warning", "pool_tokens (aoti_lens_examples.pool_tokens.default): its fake kernel gives float32[2, 20, 32], "
+                   "the op returns float32[2, 16, 32]")]
     for event in [e for e in events_of(proc) if isinstance(e, CheckpointEvent)]:  # every checkpoint is dynamic
         facts = program_facts(event.path[:-3] + ".pt2", CUSTOM_OPS)
         assert sorted(facts["ranges"].values()) == [[1, 8], [2, 20]], facts  # the workload's Dim ranges

@@ -494,22 +494,39 @@ def test_a_guess_that_needs_all_its_nodes_is_proven_by_its_complements_when_its_
     # RoBERTa's lying fake kernel on two workers: the probe's 4-node ring won after its node alone passed; its
     # three other single nodes and four complements took four waves of one compile, where two prove it
     names, space = chain(4)
-    whole = frozenset(names)
+    ring, alone = frozenset(names), frozenset({"n0"})
 
-    def prove(alone_known):
-        pool = QueuedPool(lambda c: c == whole, latency=lambda c: 6.5, workers=2)
-        pool._verdicts[whole] = "fails"
-        if alone_known:
-            pool._verdicts[frozenset({"n0"})] = "passes"
+    def prove(alone_latency, raced=True):
+        pool = QueuedPool(lambda c: c == ring, latency=lambda c: alone_latency if c == alone else 6.5, workers=2)
         race = Race(pool)
-        assert minimize(space, whole, race, guessed=True) == whole
+        if raced:
+            race.lead([alone, ring])
+        else:  # the same graph, reached by the search: nothing says its single nodes would pass
+            pool._verdicts[ring] = "fails"
+        race.until(lambda: ring in pool.verdicts)
+        assert minimize(space, ring, race, guessed=True) == ring
         return pool, race
 
-    pool, race = prove(alone_known=True)
-    assert pool.now == 13.0 and sorted(map(len, pool.compiled)) == [3, 3, 3, 3]
-    assert race.implied == 3  # the single nodes, each part of a complement that passed
-    unknown, _ = prove(alone_known=False)  # where nothing says so, single nodes still go first
-    assert unknown.now == 26.0 and sorted(map(len, unknown.compiled[:2])) == [1, 1]
+    for alone_latency in (6.0, 6.75):  # the node alone answers before the ring, or 0.25 s after it
+        pool, race = prove(alone_latency)
+        compiled = [len(c) for c in pool.compiled]
+        assert compiled == [1, 4, 3, 3, 3, 3] and pool.now == 6.5 + 13.0 + (alone_latency > 6.5) * 0.25
+        assert race.implied == 3  # the other single nodes, each part of a complement that passed
+    unknown, _ = prove(6.0, raced=False)  # where nothing says so, single nodes still go first
+    assert sorted(map(len, unknown.compiled[:2])) == [1, 1]
+
+
+def test_nodes_known_to_fail_together_are_proven_by_complements_first():
+    # a lying fake kernel (n1) and its reader (n2): a single node cannot show the lie
+    names, space = chain(4)
+    whole = frozenset(names)
+    pool = QueuedPool(lambda c: c == whole, latency=lambda c: 6.5, workers=2)
+    pool._verdicts[whole] = "fails"
+    race = Race(pool, together=[frozenset({"n1", "n2"})])
+    assert minimize(space, whole, race, guessed=True) == whole
+    assert [len(c) for c in pool.compiled] == [3, 3, 3, 3] and race.implied == 4
+    elsewhere = Race(pool, together=[frozenset({"n1", "n9"})])  # a lie outside the graph says nothing of it
+    assert not elsewhere.needs_several([frozenset({"n1"})], whole)
 
 
 def test_what_a_round_ran_ahead_is_stopped_when_it_ends_without_it():
