@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from . import worker_protocol as p
@@ -72,7 +72,7 @@ class PoolOracle:
     may bring leads (the kernel's source nodes, diverging values) for the race."""
 
     def __init__(self, session: Session, pool: Pool, reporter: Reporter, progress: Progress,
-                 space: Space, graph: GraphInfo) -> None:
+                 space: Space, graph: GraphInfo, mismatched: Iterable[str] = ()) -> None:
         self.session = session
         self.space = space
         self.whole = space.whole
@@ -89,7 +89,7 @@ class PoolOracle:
         self.warned: set[str] = set()
         self.found: list[Candidate] = []
         self.probed: list[Candidate] | None = None  # the accuracy probe's slices, once it answered
-        self.mismatched: set[str] = set()  # nodes whose fake kernel gives other sizes than the op
+        self.mismatched = set(mismatched)  # nodes whose fake kernel gives other sizes than the op
         self.lies: list[Candidate] = []  # slices that show a lying fake kernel, raced before the probe
         self.probe_waits = False  # the probe starts once no slice of a lie can fail
         self.wake_at: float | None = None  # a wait returns by then (monotonic), answered or not
@@ -330,9 +330,7 @@ class PoolOracle:
         """Start the standalone check of a graph likely to end the search, beside its own compile or the round that
         proves it, where a worker is idle: after the search it is one more compile (5 to 8 s on the H200, Qwen2's
         complex sub)."""
-        if self.early is not None:
-            self.pool.cancel(self.early[1].query.key)
-            self.early, self.early_result = None, None
+        self.drop_early()
         if not self.pool.idle():
             return
         try:
@@ -348,6 +346,11 @@ class PoolOracle:
             self.pool.submit(trial.query, background=True)
             self.reporter.say(f"{self.progress.line()} | the {len(candidate)}-node graph likely ends the search: "
                               "its standalone check starts beside it")
+
+    def drop_early(self) -> None:
+        if self.early is not None:
+            self.pool.cancel(self.early[1].query.key)
+            self.early, self.early_result = None, None
 
     def early_check(self, final: Candidate) -> tuple[Trial, Result] | None:
         """The standalone check started early for `final`, once it answered; None if it was for another graph."""
@@ -383,6 +386,10 @@ class PoolOracle:
         if len(candidate) < self.progress.nodes and self.verdicts.get(candidate) == "fails":
             self.progress.nodes = len(candidate)
             self.write_checkpoint(candidate)
+            if self.early is not None and self.early[0] != candidate:
+                # a larger graph's standalone check, started beside the round a guess won meanwhile (BERT's dynamic
+                # fake: its 2-node ring won the 3-node ring's round; the check held a worker its single nodes needed)
+                self.drop_early()
         return candidate
 
     def write_checkpoint(self, candidate: Candidate) -> bool:
@@ -469,8 +476,7 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         order = graph.compute_nodes()
         progress = Progress(start_nodes=len(order), nodes=len(order))
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values.stored)))
-        oracle = PoolOracle(session, pool, reporter, progress, space, graph)
-        oracle.mismatched = {m.node for m in values.mismatches}
+        oracle = PoolOracle(session, pool, reporter, progress, space, graph, [m.node for m in values.mismatches])
         race = Race(oracle, together=oracle.shown_together())
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
         # The loose accuracy check cannot tell a wrong value that reaches the output from one that only feeds

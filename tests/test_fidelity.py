@@ -48,6 +48,9 @@ def test_a_failure_only_under_dynamic_shapes_survives_minification(dumps, tmp_pa
     assert [(e.level, e.message.split(": compiled")[0]) for e in lies] == [(
         "warning", "pool_tokens (aoti_lens_examples.pool_tokens.default): its fake kernel gives float32[2, 20, 32], "
                    "the op returns float32[2, 16, 32]")]
+    # the slices around its reader race first and one wins: the accuracy probe, a whole-graph compile, never runs
+    assert "slices around the lying fake kernel's readers race first" in proc.stderr
+    assert "accuracy probe" not in proc.stderr, proc.stderr[-3000:]
     for event in [e for e in events_of(proc) if isinstance(e, CheckpointEvent)]:  # every checkpoint is dynamic
         facts = program_facts(event.path[:-3] + ".pt2", CUSTOM_OPS)
         assert sorted(facts["ranges"].values()) == [[1, 8], [2, 20]], facts  # the workload's Dim ranges
