@@ -161,9 +161,12 @@ def _op_name(node: fx.Node) -> str:
 
 def _shape(val: object) -> str:
     if isinstance(val, torch.Tensor):
-        dtype = str(val.dtype).replace("torch.", "")
-        return f"{dtype}[{', '.join(str(s) for s in val.shape)}]"
+        return _sized(val.dtype, val.shape)
     return type(val).__name__ if val is not None else ""
+
+
+def _sized(dtype: torch.dtype, sizes: object) -> str:
+    return f"{str(dtype).replace('torch.', '')}[{', '.join(str(s) for s in sizes)}]"
 
 
 def _readable_graph(flat: FlatProgram) -> fx.Graph:
@@ -219,8 +222,8 @@ def fake_mismatches(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[
         if None in fake:  # a size the inputs do not determine
             continue
         if (val.dtype, fake) != (real.dtype, list(real.shape)):
-            fake_text = f"{str(val.dtype).replace('torch.', '')}[{', '.join(map(str, fake))}]"
-            found.append(FakeMismatch(node=node.name, op=str(node.target), fake=fake_text, real=_shape(real)))
+            found.append(FakeMismatch(node=node.name, op=str(node.target), fake=_sized(val.dtype, fake),
+                                      real=_shape(real)))
     return found
 
 

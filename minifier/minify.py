@@ -310,7 +310,7 @@ class PoolOracle:
         the liar: known before any compile, they race ahead of the probe (`probe`)."""
         if not (self.session.options.slicing and self.session.accuracy):
             return []
-        readers = [n for n, operands in self.graph.compute_args().items() if self.mismatched & set(operands)]
+        readers = dict.fromkeys(reader for _, reader in self.lying_reads())
         slices = [s for reader in readers for s in reversed(self.rings(reader)) if self.may_show_lies(s)]
         self.lies = list(dict.fromkeys(slices))
         if self.lies:
@@ -320,9 +320,13 @@ class PoolOracle:
     def shown_together(self) -> list[Candidate]:
         """Each node whose fake kernel lies with each node that reads it: where the lie is the failure, a
         graph holding only one of them cannot show it."""
+        return [frozenset(pair) for pair in self.lying_reads()]
+
+    def lying_reads(self) -> list[tuple[str, str]]:
+        """(a node whose fake kernel lies, a node that reads it), in graph order of the readers."""
         args = self.graph.compute_args()
-        return [frozenset({liar, reader}) for liar in sorted(self.mismatched)
-                for reader, operands in args.items() if liar in operands]
+        return [(liar, reader) for reader, operands in args.items() for liar in sorted(self.mismatched)
+                if liar in operands]
 
     # --- the standalone check ----------------------------------------------------------------------
 
