@@ -59,11 +59,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS  # noqa: E402
-from minifier.artifacts import relocate_dump  # noqa: E402
-from minifier.procs import exit_text  # noqa: E402
-from minifier.worklog import forked_by, logs_under  # noqa: E402
-from timeline import run_marks, start_up, timeline  # noqa: E402  (bench/timeline.py, beside this file)
+from timeline import run_marks, start_up, timeline
+
+from minifier.artifacts import relocate_dump
+from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS
+from minifier.procs import exit_text
+from minifier.worklog import forked_by, logs_under
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The toy models (minifier/examples/models.py): name -> (model, blocks, injected relu bug).
@@ -115,8 +116,13 @@ AS_DUMPED = "cache-as-dumped"  # beside a workload's dump: its Inductor cache as
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--set", dest="workload_set", default="toy", choices=tuple(SETS),
-                        help="toy models, the real-model workloads of --device, or both (default toy)")
+    parser.add_argument(
+        "--set",
+        dest="workload_set",
+        default="toy",
+        choices=tuple(SETS),
+        help="toy models, the real-model workloads of --device, or both (default toy)",
+    )
     parser.add_argument("--only", default="", help="comma-separated substrings of workload names")
     parser.add_argument("--pytorch-timeout", type=float, default=1800.0)
     parser.add_argument("--skip-pytorch", default="", help="workloads (substrings) where PyTorch is not run")
@@ -124,14 +130,30 @@ def main() -> int:
     parser.add_argument("--out", default="", help="JSON-lines results file (default: bench/results-<device>.jsonl)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
-    parser.add_argument("--no-compare", dest="compare", action="store_false",
-                        help="skip the --no-slice and --slices-first runs and the one `run` of accuracy workloads")
-    parser.add_argument("--repeat", type=int, default=1, metavar="N",
-                        help="make the aoti-lens runs N times in alternating order; rows show each run's median")
-    parser.add_argument("--modes", default=",".join(MODES),
-                        help=f"the runs of each workload, comma-separated (default all: {','.join(MODES)})")
-    parser.add_argument("--logs", metavar="TGZ", help="also pack each first aoti-lens run's worker and fork server "
-                        "logs (the first MiB of each) into TGZ: what a device run sends back for a closer look")
+    parser.add_argument(
+        "--no-compare",
+        dest="compare",
+        action="store_false",
+        help="skip the --no-slice and --slices-first runs and the one `run` of accuracy workloads",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        metavar="N",
+        help="make the aoti-lens runs N times in alternating order; rows show each run's median",
+    )
+    parser.add_argument(
+        "--modes",
+        default=",".join(MODES),
+        help=f"the runs of each workload, comma-separated (default all: {','.join(MODES)})",
+    )
+    parser.add_argument(
+        "--logs",
+        metavar="TGZ",
+        help="also pack each first aoti-lens run's worker and fork server "
+        "logs (the first MiB of each) into TGZ: what a device run sends back for a closer look",
+    )
     parser.add_argument("--report", nargs="+", metavar="JSONL", help="print the tables and targets of earlier runs")
     args = parser.parse_args()
     if args.report:
@@ -139,8 +161,12 @@ def main() -> int:
         print(f"{table(rows)}\n\n{targets(rows)}")
         return 0
     args.modes = chosen_modes(args, parser)
-    chosen = [w for w in SETS[args.workload_set] if (w in WORKLOADS or REAL_WORKLOADS[w].device == args.device)
-              and (not args.only or any(s in w for s in args.only.split(",")))]
+    chosen = [
+        w
+        for w in SETS[args.workload_set]
+        if (w in WORKLOADS or REAL_WORKLOADS[w].device == args.device)
+        and (not args.only or any(s in w for s in args.only.split(",")))
+    ]
     scratch = tempfile.mkdtemp(prefix="aoti-bench-")
     out = args.out or os.path.join(ROOT, "bench", f"results-{args.device}.jsonl")
     measures: list[Measure] = []
@@ -151,8 +177,11 @@ def main() -> int:
         print(f"{measure.workload}: {measure.tool} {_cell(measure)}", flush=True)
         save(out, measures, timelines)
 
-    print(f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
-          f"cores={os.cpu_count()}", flush=True)
+    print(
+        f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
+        f"cores={os.cpu_count()}",
+        flush=True,
+    )
     try:
         launchers = dump_all(scratch, chosen, args.device)
         for name in chosen:
@@ -193,8 +222,14 @@ def save(out: str, measures: list[Measure], timelines: list[str]) -> None:
 
 DRIVER_LOG = "aoti-minify.log"  # what `aoti-minify minify` printed on stderr, beside its dump copy
 
-TOOLS = {"pytorch": "theirs", "aoti-lens": "ours", "aoti-lens-warm": "warm", "aoti-lens --no-slice": "no_slice",
-         "aoti-lens --slices-first": "slices_first", "aoti-minify run": "one_run"}
+TOOLS = {
+    "pytorch": "theirs",
+    "aoti-lens": "ours",
+    "aoti-lens-warm": "warm",
+    "aoti-lens --no-slice": "no_slice",
+    "aoti-lens --slices-first": "slices_first",
+    "aoti-minify run": "one_run",
+}
 
 
 def read_rows(paths: list[str]) -> list[Row]:
@@ -213,11 +248,17 @@ def rows_of(measures: list[Measure]) -> list[Row]:
     found: dict[str, dict[str, dict[int, Measure]]] = {}
     for m in measures:
         found.setdefault(m.workload, {}).setdefault(TOOLS[m.tool], {})[m.repeat] = m
-    return [Row(**{"theirs": Measure("pytorch", workload, "skipped", 0, None, None),
-                   **{run: _median(list(repeats.values())) for run, repeats in parts.items()}},
-                repros=tuple(m.graph for run in ("ours", "warm") for m in parts.get(run, {}).values()
-                             if m.status == "ok"))
-            for workload, parts in found.items() if "ours" in parts]
+    return [
+        Row(
+            **{
+                "theirs": Measure("pytorch", workload, "skipped", 0, None, None),
+                **{run: _median(list(repeats.values())) for run, repeats in parts.items()},
+            },
+            repros=tuple(m.graph for run in ("ours", "warm") for m in parts.get(run, {}).values() if m.status == "ok"),
+        )
+        for workload, parts in found.items()
+        if "ours" in parts
+    ]
 
 
 def _median(measures: list[Measure]) -> Measure:
@@ -225,8 +266,9 @@ def _median(measures: list[Measure]) -> Measure:
     return sorted(measures, key=lambda m: m.seconds)[(len(measures) - 1) // 2]
 
 
-def measure_workload(name: str, launcher: str, folder: str, args: argparse.Namespace, timelines: list[str],
-                     record) -> None:
+def measure_workload(
+    name: str, launcher: str, folder: str, args: argparse.Namespace, timelines: list[str], record
+) -> None:
     """The chosen runs of one workload, each passed to `record` as it ends."""
     modes = args.modes
     if "pytorch" in modes and not (args.skip_pytorch and any(s in name for s in args.skip_pytorch.split(","))):
@@ -244,15 +286,26 @@ def measure_workload(name: str, launcher: str, folder: str, args: argparse.Names
             record(measure)
 
 
-def _aoti_lens_runs(run: str, name: str, launcher: str, folder: str, args: argparse.Namespace,
-                    timelines: list[str], repeat: int):
+def _aoti_lens_runs(
+    run: str, name: str, launcher: str, folder: str, args: argparse.Namespace, timelines: list[str], repeat: int
+):
     """One aoti-lens run of the workload (with `ours`, the warm run after it), each in a folder of its own."""
+
     def where(mode: str) -> str:
         return os.path.join(folder, mode if not repeat else f"{mode}-{repeat}")
 
     if run != "ours":
-        yield run_ours(launcher, where(run), name, args.workers, timelines, False, f"aoti-lens --{run}",
-                       (f"--{run}",), env=run_env(where(run)))
+        yield run_ours(
+            launcher,
+            where(run),
+            name,
+            args.workers,
+            timelines,
+            False,
+            f"aoti-lens --{run}",
+            (f"--{run}",),
+            env=run_env(where(run)),
+        )
         return
     # the warm run's environment is the first's: the fork server it reuses is the one with that environment
     ours = run_env(where("ours"))
@@ -307,8 +360,13 @@ def dump(out: str, name: str, device: str) -> str:
     else:
         what = list(REAL_WORKLOADS[name].dump_args)
     cache = os.path.join(os.path.dirname(out), "dump-cache")
-    proc = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", out, *what], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache})
+    proc = subprocess.run(
+        [sys.executable, "-m", "minifier.examples.dump", "--out", out, *what],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache},
+    )
     if proc.returncode != 0:
         raise SystemExit(f"dump failed for {name}: {proc.stderr[-3000:]}")
     shutil.copytree(cache, os.path.join(os.path.dirname(out), AS_DUMPED), symlinks=True)
@@ -334,15 +392,25 @@ def _pytorch_command(launcher: str, name: str) -> list[str]:
     imports = workload.imports if workload else ()
     if not imports:
         return [sys.executable, *argv]
-    return [sys.executable, "-c", f"import runpy, sys, {', '.join(imports)}; sys.argv = {argv!r}; "
-            f"runpy.run_path({launcher!r}, run_name='__main__')"]
+    return [
+        sys.executable,
+        "-c",
+        f"import runpy, sys, {', '.join(imports)}; sys.argv = {argv!r}; "
+        f"runpy.run_path({launcher!r}, run_name='__main__')",
+    ]
 
 
 def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
     cwd = os.path.dirname(os.path.dirname(launcher))
     started = time.monotonic()
-    proc = subprocess.Popen(_pytorch_command(launcher, name), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        _pytorch_command(launcher, name),
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
     try:
         log, _ = proc.communicate(timeout=timeout)
         status = "ok" if proc.returncode == 0 else exit_text(proc.returncode)
@@ -361,16 +429,30 @@ def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
     return Measure("pytorch", name, status, round(seconds, 1), queries, nodes, note=_tail_reason(log, status))
 
 
-def run_ours(dump_launcher: str, folder: str, name: str, workers: int, timelines: list[str], keep_warm: bool,
-             tool: str = "aoti-lens", options: tuple[str, ...] = (), env: dict[str, str] | None = None) -> Measure:
+def run_ours(
+    dump_launcher: str,
+    folder: str,
+    name: str,
+    workers: int,
+    timelines: list[str],
+    keep_warm: bool,
+    tool: str = "aoti-lens",
+    options: tuple[str, ...] = (),
+    env: dict[str, str] | None = None,
+) -> Measure:
     """aoti-minify on its own copy of the dump; with `keep_warm` its fork server waits for the next run
     (this process owns it, so it never outlives the benchmark)."""
     launcher = relocate_dump(dump_launcher, folder)
     started = time.monotonic()
     extra = (["--workers", str(workers)] if workers else []) + (["--keep-warm", "600"] if keep_warm else [])
     extra += [*_run_args(name), *options]
-    proc = subprocess.run([sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra],
-                          capture_output=True, text=True, cwd=ROOT, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     seconds = time.monotonic() - started
     with open(os.path.join(folder, DRIVER_LOG), "w") as f:  # each candidate's verdict, in the packed logs
         f.write(proc.stderr)
@@ -388,21 +470,37 @@ def _measure_ours(proc: subprocess.CompletedProcess, tool: str, name: str, secon
         return Measure(tool, name, f"exit {proc.returncode}", round(seconds, 1), None, None, note=proc.stderr[-300:])
     candidates = [e for e in events if e["event"] == "candidate" and not e["cached"]]
     original = next((e["seconds"] for e in candidates if e["nodes"] == done["start_nodes"]), None)
-    final = next((e["seconds"] for e in reversed(candidates) if e["nodes"] == done["nodes"] and e["verdict"] == "fails"),
-                 None)
+    final = next(
+        (e["seconds"] for e in reversed(candidates) if e["nodes"] == done["nodes"] and e["verdict"] == "fails"), None
+    )
     floor = round(original + final, 1) if original is not None and final is not None else None
     graphs = [e["graph"] for e in events if e["event"] == "checkpoint" and e["nodes"] == done["nodes"]]
     graph = hashlib.sha1(graphs[-1].encode()).hexdigest()[:12] if graphs else ""
-    return Measure(tool, name, "ok", round(seconds, 1), done["queries"], done["nodes"], done["start_nodes"], floor,
-                   original=original, graph=graph)
+    return Measure(
+        tool,
+        name,
+        "ok",
+        round(seconds, 1),
+        done["queries"],
+        done["nodes"],
+        done["start_nodes"],
+        floor,
+        original=original,
+        graph=graph,
+    )
 
 
 def run_once(dump_launcher: str, folder: str, name: str, env: dict[str, str]) -> Measure:
     """One `aoti-minify run`: a cold start, one compile and run of the whole graph."""
     launcher = relocate_dump(dump_launcher, folder)
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "minifier", "run", launcher, "--events", *_run_args(name)],
-                          capture_output=True, text=True, cwd=ROOT, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "minifier", "run", launcher, "--events", *_run_args(name)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
     status = "ok" if proc.returncode == 0 else f"exit {proc.returncode}"
     return Measure("aoti-minify run", name, status, round(time.monotonic() - started, 1), 1, None)
 
@@ -419,26 +517,36 @@ def end_fork_servers(folder: str) -> None:
 
 def row_text(row: Row) -> str:
     theirs, ours = row.theirs, row.ours
-    text = (f"{ours.workload}: pytorch {_time(theirs)} q={theirs.queries} n={theirs.nodes} | "
-            f"aoti-lens {_time(ours)} q={ours.queries} n={ours.nodes} (from {ours.start_nodes})")
-    for label, m in (("warm", row.warm), ("no-slice", row.no_slice), ("slices-first", row.slices_first),
-                     ("run", row.one_run)):
+    text = (
+        f"{ours.workload}: pytorch {_time(theirs)} q={theirs.queries} n={theirs.nodes} | "
+        f"aoti-lens {_time(ours)} q={ours.queries} n={ours.nodes} (from {ours.start_nodes})"
+    )
+    for label, m in (
+        ("warm", row.warm),
+        ("no-slice", row.no_slice),
+        ("slices-first", row.slices_first),
+        ("run", row.one_run),
+    ):
         if m is not None:
             text += f" | {label} {_time(m)} q={m.queries} n={m.nodes}"
     return text
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| workload | start nodes | PyTorch | aoti-lens | time ratio | query ratio | aoti-lens / (start-up + floor) "
-             "| --no-slice | --slices-first | warm aoti-lens | warm / its floor |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| workload | start nodes | PyTorch | aoti-lens | time ratio | query ratio | aoti-lens / (start-up + floor) "
+        "| --no-slice | --slices-first | warm aoti-lens | warm / its floor |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for row in rows:
         theirs, ours = row.theirs, row.ours
-        lines.append(f"| {ours.workload} | {_v(ours.start_nodes)} | {_cell(theirs)} | {_cell(ours)} | "
-                     f"{_ratio(theirs.seconds, ours.seconds, theirs)} | {_ratio(theirs.queries, ours.queries, theirs)} | "
-                     f"{_of(ours.seconds, _sum(ours.start_up, ours.floor))} | {_cell(row.no_slice)} | "
-                     f"{_cell(row.slices_first)} | {_cell(row.warm)} | "
-                     f"{_of(row.warm.seconds, row.warm.floor) if row.warm else '-'} |")
+        lines.append(
+            f"| {ours.workload} | {_v(ours.start_nodes)} | {_cell(theirs)} | {_cell(ours)} | "
+            f"{_ratio(theirs.seconds, ours.seconds, theirs)} | {_ratio(theirs.queries, ours.queries, theirs)} | "
+            f"{_of(ours.seconds, _sum(ours.start_up, ours.floor))} | {_cell(row.no_slice)} | "
+            f"{_cell(row.slices_first)} | {_cell(row.warm)} | "
+            f"{_of(row.warm.seconds, row.warm.floor) if row.warm else '-'} |"
+        )
     return "\n".join(lines)
 
 
@@ -447,45 +555,73 @@ def targets(rows: list[Row]) -> str:
     ok = [r for r in rows if r.ours.status == "ok"]
     lines = ["## Targets (issue 13)", ""]
     # the better of the two where both were measured, else the one that was (a device's minutes are few)
-    compared = [(r, others, min(m.seconds for m in others)) for r in ok
-                if (others := [m for m in (r.no_slice, r.slices_first) if m and m.status == "ok"])]
+    compared = [
+        (r, others, min(m.seconds for m in others))
+        for r in ok
+        if (others := [m for m in (r.no_slice, r.slices_first) if m and m.status == "ok"])
+    ]
     met = [r for r, _, best in compared if r.ours.seconds <= 1.1 * best]
-    lines.append(f"- minify <= 1.1x the better of --slices-first and --no-slice: {len(met)} of {len(compared)}: "
-                 + ", ".join(f"{r.ours.workload} {r.ours.seconds / best:.2f}x" for r, _, best in compared))
+    lines.append(
+        f"- minify <= 1.1x the better of --slices-first and --no-slice: {len(met)} of {len(compared)}: "
+        + ", ".join(f"{r.ours.workload} {r.ours.seconds / best:.2f}x" for r, _, best in compared)
+    )
     # The modes differ only after the original's verdict; start-up and that first compile vary with the
     # machine's load from one run to the next, so the same target on what follows them is printed too.
     after = [(r, _after_original(r.ours), [_after_original(m) for m in others]) for r, others, _ in compared]
     after = [(r, ours, min(theirs)) for r, ours, theirs in after if ours is not None and None not in theirs]
-    lines.append(f"- the same, counting only what follows the original's verdict: "
-                 f"{sum(1 for _, ours, best in after if ours <= 1.1 * best)} of {len(after)}: "
-                 + ", ".join(f"{r.ours.workload} {ours:.1f} s vs {best:.1f} s" for r, ours, best in after))
+    lines.append(
+        f"- the same, counting only what follows the original's verdict: "
+        f"{sum(1 for _, ours, best in after if ours <= 1.1 * best)} of {len(after)}: "
+        + ", ".join(f"{r.ours.workload} {ours:.1f} s vs {best:.1f} s" for r, ours, best in after)
+    )
     big = [r for r in ok if (r.ours.start_nodes or 0) >= 100 and r.theirs.status != "skipped" and r.theirs.seconds]
     failed = [r for r in big if _gave_no_repro(r.theirs)]
     big = [r for r in big if r not in failed]
     fast = [r for r in big if r.theirs.seconds >= 5 * r.ours.seconds]
-    lines.append(f"- >= 5x less wall time than PyTorch's minifier (>= 100 nodes): {len(fast)} of {len(big)}: "
-                 + ", ".join(f"{r.ours.workload} {_ratio(r.theirs.seconds, r.ours.seconds, r.theirs)}" for r in big)
-                 + "".join(f"; PyTorch's gave no repro on {r.ours.workload} ({r.theirs.status}, "
-                           f"{r.theirs.seconds:.1f} s), ours did" for r in failed))
+    lines.append(
+        f"- >= 5x less wall time than PyTorch's minifier (>= 100 nodes): {len(fast)} of {len(big)}: "
+        + ", ".join(f"{r.ours.workload} {_ratio(r.theirs.seconds, r.ours.seconds, r.theirs)}" for r in big)
+        + "".join(
+            f"; PyTorch's gave no repro on {r.ours.workload} ({r.theirs.status}, {r.theirs.seconds:.1f} s), ours did"
+            for r in failed
+        )
+    )
     floors = [(r, _sum(r.ours.start_up, r.ours.floor)) for r in ok]
     floors = [(r, f) for r, f in floors if f]
-    lines.append(f"- <= 2x (start-up + one compile of the original + one of the final graph): "
-                 f"{sum(1 for r, f in floors if r.ours.seconds <= 2 * f)} of {len(floors)}: "
-                 + ", ".join(f"{r.ours.workload} {r.ours.seconds / f:.1f}x" for r, f in floors))
+    lines.append(
+        f"- <= 2x (start-up + one compile of the original + one of the final graph): "
+        f"{sum(1 for r, f in floors if r.ours.seconds <= 2 * f)} of {len(floors)}: "
+        + ", ".join(f"{r.ours.workload} {r.ours.seconds / f:.1f}x" for r, f in floors)
+    )
     runs = [r for r in ok if r.one_run and r.one_run.status == "ok"]
-    lines.append(f"- accuracy failures <= 2.5x one `aoti-minify run`: {sum(1 for r in runs if r.ours.seconds <= 2.5 * r.one_run.seconds)}"
-                 f" of {len(runs)}: " + ", ".join(f"{r.ours.workload} {r.ours.seconds / r.one_run.seconds:.1f}x"
-                                                  f" of {r.one_run.seconds:.1f} s" for r in runs))
+    lines.append(
+        "- accuracy failures <= 2.5x one `aoti-minify run`: "
+        f"{sum(1 for r in runs if r.ours.seconds <= 2.5 * r.one_run.seconds)}"
+        f" of {len(runs)}: "
+        + ", ".join(
+            f"{r.ours.workload} {r.ours.seconds / r.one_run.seconds:.1f}x of {r.one_run.seconds:.1f} s" for r in runs
+        )
+    )
     twice = [r for r in ok if len(r.repros) >= 2]
     same = [r for r in twice if len(set(r.repros)) == 1]
-    lines.append(f"- the same dump minified twice gives the same repro: {len(same)} of {len(twice)}"
-                 + "".join(f"; {r.ours.workload} gave {len(set(r.repros))} repros in {len(r.repros)} runs"
-                           for r in twice if r not in same))
-    family = sorted(((r.ours.start_nodes, r.ours.queries, r.ours.workload) for r in ok
-                     if r.ours.workload.startswith("hf-bert") and r.ours.workload.endswith("relu-compile_error")))
+    lines.append(
+        f"- the same dump minified twice gives the same repro: {len(same)} of {len(twice)}"
+        + "".join(
+            f"; {r.ours.workload} gave {len(set(r.repros))} repros in {len(r.repros)} runs"
+            for r in twice
+            if r not in same
+        )
+    )
+    family = sorted(
+        (r.ours.start_nodes, r.ours.queries, r.ours.workload)
+        for r in ok
+        if r.ours.workload.startswith("hf-bert") and r.ours.workload.endswith("relu-compile_error")
+    )
     if len(family) >= 2:
-        lines.append("- queries against log2(n), one family from ~100 to ~2000 nodes: "
-                     + ", ".join(f"n={n}: {q} queries ({q / math.log2(n):.2f} per log2 n)" for n, q, _ in family))
+        lines.append(
+            "- queries against log2(n), one family from ~100 to ~2000 nodes: "
+            + ", ".join(f"n={n}: {q} queries ({q / math.log2(n):.2f} per log2 n)" for n, q, _ in family)
+        )
     return "\n".join(lines)
 
 
@@ -563,7 +699,9 @@ def _tail_reason(log: str, status: str) -> str:
 
 
 def _torch_version() -> str:
-    proc = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True
+    )
     return f"torch {proc.stdout.strip()}"
 
 

@@ -21,10 +21,11 @@ import time
 from dataclasses import dataclass, field
 
 from lsprotocol import types
-from minifier.events import load_failure
-from minifier.layout import FAILURE_JSON, MINIFIER, DumpLayout
 from pygls.lsp.client import LanguageClient
 from pygls.uris import from_fs_path
+
+from minifier.events import load_failure
+from minifier.layout import FAILURE_JSON, MINIFIER, DumpLayout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = [sys.executable, "-m", "server", "--stdio"]
@@ -42,15 +43,22 @@ class Samples:
         for metric, ms in self.values.items():
             ordered = sorted(ms)
             p90 = ordered[min(len(ordered) - 1, round(0.9 * (len(ordered) - 1)))]
-            rows.append(f"{metric:<44} {len(ms):>4} {ordered[0]:>8.1f} {statistics.median(ms):>8.1f} "
-                        f"{p90:>8.1f} {ordered[-1]:>8.1f}")
+            rows.append(
+                f"{metric:<44} {len(ms):>4} {ordered[0]:>8.1f} {statistics.median(ms):>8.1f} "
+                f"{p90:>8.1f} {ordered[-1]:>8.1f}"
+            )
         return "\n".join(rows)
 
 
 def make_workspace() -> str:
     workspace = tempfile.mkdtemp(prefix="aoti-lsp-bench-")
-    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", workspace, "--model", "seed"],
-                          capture_output=True, text=True, cwd=ROOT, check=True)
+    dump = subprocess.run(
+        [sys.executable, "-m", "minifier.examples.dump", "--out", workspace, "--model", "seed"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     launcher = dump.stdout.strip().splitlines()[-1]
     subprocess.run([sys.executable, "-m", "minifier", "run", launcher], capture_output=True, cwd=ROOT, check=True)
     return workspace
@@ -76,9 +84,13 @@ async def start(workspace: str, kernel_uri: str, samples: Samples) -> LanguageCl
         client.feature(method)(lambda params: None)
     began = time.perf_counter()
     await client.start_io(*SERVER)
-    await client.initialize_async(types.InitializeParams(
-        capabilities=types.ClientCapabilities(), root_uri=from_fs_path(workspace),
-        workspace_folders=[types.WorkspaceFolder(uri=from_fs_path(workspace) or workspace, name="bench")]))
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=types.ClientCapabilities(),
+            root_uri=from_fs_path(workspace),
+            workspace_folders=[types.WorkspaceFolder(uri=from_fs_path(workspace) or workspace, name="bench")],
+        )
+    )
     samples.add("start -> initialize result", time.perf_counter() - began)
     client.initialized(types.InitializedParams())
     samples.add("start -> kernel diagnostic (discovery)", await asyncio.wait_for(diagnosed, 60) - began)
@@ -106,15 +118,19 @@ async def measure(workspace: str, starts: int, hovers: int) -> Samples:
     for doc, metric in ((kernel_uri, "hover, kernel line (real file)"), (virtual, "hover, kernel line (aoti: doc)")):
         for _ in range(hovers):
             began = time.perf_counter()
-            hover = await client.text_document_hover_async(types.HoverParams(
-                text_document=types.TextDocumentIdentifier(uri=doc), position=types.Position(line=kernel.line - 1,
-                                                                                             character=0)))
+            hover = await client.text_document_hover_async(
+                types.HoverParams(
+                    text_document=types.TextDocumentIdentifier(uri=doc),
+                    position=types.Position(line=kernel.line - 1, character=0),
+                )
+            )
             samples.add(metric, time.perf_counter() - began)
             assert hover is not None, f"no hover on {doc}"
     for _ in range(hovers):
         began = time.perf_counter()
-        await client.workspace_text_document_content_async(types.TextDocumentContentParams(
-            uri=f"aoti:/{run_id}/graph.py"))
+        await client.workspace_text_document_content_async(
+            types.TextDocumentContentParams(uri=f"aoti:/{run_id}/graph.py")
+        )
         samples.add("textDocumentContent graph.py", time.perf_counter() - began)
     await stop(client)
     return samples

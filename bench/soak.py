@@ -30,26 +30,31 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from lsprotocol import types  # noqa: E402
+from pygls.lsp.client import LanguageClient  # noqa: E402
+from pygls.uris import from_fs_path  # noqa: E402
+
 from minifier.artifacts import relocate_dump  # noqa: E402
 from minifier.procs import SERVER_NAME  # noqa: E402
 from minifier.worklog import forked_by, logs_under  # noqa: E402
-from pygls.lsp.client import LanguageClient  # noqa: E402
-from pygls.uris import from_fs_path  # noqa: E402
 
 SERVER = [sys.executable, "-m", "server", "--stdio"]
 
 
 def make_dump(folder: str) -> str:
-    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", folder, "--model", "seed"],
-                          capture_output=True, text=True, cwd=ROOT, check=True)
+    dump = subprocess.run(
+        [sys.executable, "-m", "minifier.examples.dump", "--out", folder, "--model", "seed"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
     launcher = dump.stdout.strip().splitlines()[-1]
     subprocess.run([sys.executable, "-m", "minifier", "run", launcher], capture_output=True, cwd=ROOT, check=True)
     return launcher
 
 
 def copies(launcher: str, workspace: str, n: int) -> list[str]:
-    return [relocate_dump(launcher, os.path.join(workspace, f"model{i:04d}"), f"run_{i:04d}-pid_{i}")
-            for i in range(n)]
+    return [relocate_dump(launcher, os.path.join(workspace, f"model{i:04d}"), f"run_{i:04d}-pid_{i}") for i in range(n)]
 
 
 def rss_mib(pid: int) -> float:
@@ -101,18 +106,25 @@ async def start(workspace: str, settings: dict[str, Any]) -> Session:
 
     @client.feature(types.WORKSPACE_TEXT_DOCUMENT_CONTENT_REFRESH)
     def refresh(params: types.TextDocumentContentRefreshParams) -> None:
-        asyncio.get_running_loop().create_task(client.workspace_text_document_content_async(
-            types.TextDocumentContentParams(uri=params.uri)))
+        asyncio.get_running_loop().create_task(
+            client.workspace_text_document_content_async(types.TextDocumentContentParams(uri=params.uri))
+        )
 
     for method in (types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS, types.WINDOW_SHOW_MESSAGE):
         client.feature(method)(lambda params: None)
     await client.start_io(*SERVER)
     session.process_pid = client._server.pid
-    capabilities = types.ClientCapabilities(workspace=types.WorkspaceClientCapabilities(
-        text_document_content=types.TextDocumentContentClientCapabilities()))
-    await client.initialize_async(types.InitializeParams(
-        capabilities=capabilities, root_uri=from_fs_path(workspace), initialization_options=settings,
-        workspace_folders=[types.WorkspaceFolder(uri=from_fs_path(workspace) or workspace, name="soak")]))
+    capabilities = types.ClientCapabilities(
+        workspace=types.WorkspaceClientCapabilities(text_document_content=types.TextDocumentContentClientCapabilities())
+    )
+    await client.initialize_async(
+        types.InitializeParams(
+            capabilities=capabilities,
+            root_uri=from_fs_path(workspace),
+            initialization_options=settings,
+            workspace_folders=[types.WorkspaceFolder(uri=from_fs_path(workspace) or workspace, name="soak")],
+        )
+    )
     client.initialized(types.InitializedParams())
     return session
 
@@ -147,28 +159,44 @@ async def soak(launcher: str, workspace: str, n: int, workers: int) -> None:
     for i, path in enumerate(launchers):
         failure_id = next(f["id"] for f in session.failures if f["launcher"] == from_fs_path(path))
         began = time.perf_counter()
-        await session.client.workspace_execute_command_async(types.ExecuteCommandParams(
-            command="aoti.minify", arguments=[failure_id]))
-        await until(lambda: state(session, path) in ("minimized", "error"), 600)
+        await session.client.workspace_execute_command_async(
+            types.ExecuteCommandParams(command="aoti.minify", arguments=[failure_id])
+        )
+        await until(lambda path=path: state(session, path) in ("minimized", "error"), 600)
         seconds = time.perf_counter() - began
         with contextlib.suppress(TimeoutError):  # the driver and its workers end: the server and fork server stay
             await until(lambda: len(ours(base, session.process_pid)) <= 2, 15)
         processes = ours(base, session.process_pid)
         fork_server = fork_server or next((pid for pid, name in processes.items() if name == SERVER_NAME), None)
-        rows.append((i + 1, state(session, path), seconds, rss_mib(session.process_pid),
-                     rss_mib(fork_server) if fork_server else float("nan"), len(processes)))
-        print(f"{rows[-1][0]:>3} {rows[-1][1]:<10} {seconds:6.1f} s  server {rows[-1][3]:6.1f} MiB  "
-              f"fork server {rows[-1][4]:6.1f} MiB  aoti-lens processes left {rows[-1][5]}", flush=True)
+        rows.append(
+            (
+                i + 1,
+                state(session, path),
+                seconds,
+                rss_mib(session.process_pid),
+                rss_mib(fork_server) if fork_server else float("nan"),
+                len(processes),
+            )
+        )
+        print(
+            f"{rows[-1][0]:>3} {rows[-1][1]:<10} {seconds:6.1f} s  server {rows[-1][3]:6.1f} MiB  "
+            f"fork server {rows[-1][4]:6.1f} MiB  aoti-lens processes left {rows[-1][5]}",
+            flush=True,
+        )
     await stop(session)
     await asyncio.sleep(3)
     left = ours(base, session.process_pid)
-    print(f"\nsoak: {n} minifies one after another in one session, {workers} workers each "
-          f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs)")
+    print(
+        f"\nsoak: {n} minifies one after another in one session, {workers} workers each "
+        f"(python {sys.version.split()[0]}, {os.cpu_count()} CPUs)"
+    )
     print("| | after discovery | after minify 1 | after minify " + f"{n} |\n| --- | --- | --- | --- |")
     print(f"| server RSS | {server_start:.1f} MiB | {rows[0][3]:.1f} MiB | {rows[-1][3]:.1f} MiB |")
     print(f"| fork server RSS | - | {rows[0][4]:.1f} MiB | {rows[-1][4]:.1f} MiB |")
-    print(f"| minify time | - | {rows[0][2]:.1f} s | {rows[-1][2]:.1f} s "
-          f"(median {sorted(r[2] for r in rows)[len(rows) // 2]:.1f} s) |")
+    print(
+        f"| minify time | - | {rows[0][2]:.1f} s | {rows[-1][2]:.1f} s "
+        f"(median {sorted(r[2] for r in rows)[len(rows) // 2]:.1f} s) |"
+    )
     print(f"states: {sorted({r[1] for r in rows})}; aoti-lens processes 3 s after shutdown: {left or 'none'}")
 
 
@@ -181,13 +209,16 @@ async def scan(launcher: str, workspace: str, n: int) -> None:
     await until(lambda: len(session.failures) == n and session.scanned is not None, 600)
     listed = time.perf_counter()
     served = time.perf_counter()
-    await session.client.workspace_text_document_content_async(types.TextDocumentContentParams(
-        uri=session.failures[0]["graphUri"]))
+    await session.client.workspace_text_document_content_async(
+        types.TextDocumentContentParams(uri=session.failures[0]["graphUri"])
+    )
     answer = time.perf_counter() - served
     await stop(session)
     print(f"| run folders | start -> scan logged | start -> all {n} listed | a request after it |")
-    print(f"| --- | --- | --- | --- |\n| {len(launchers)} | {session.scanned - began:.1f} s | "
-          f"{listed - began:.1f} s | {answer * 1000:.0f} ms |")
+    print(
+        f"| --- | --- | --- | --- |\n| {len(launchers)} | {session.scanned - began:.1f} s | "
+        f"{listed - began:.1f} s | {answer * 1000:.0f} ms |"
+    )
 
 
 def main() -> None:

@@ -51,8 +51,11 @@ def main() -> int:
     parser.add_argument("--out", default="", help="also write the checks as JSON lines here")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder (its path is printed)")
     args = parser.parse_args()
-    chosen = [w for w in WORKLOADS.values() if w.device == args.device
-              and (not args.only or any(s in w.name for s in args.only.split(",")))]
+    chosen = [
+        w
+        for w in WORKLOADS.values()
+        if w.device == args.device and (not args.only or any(s in w.name for s in args.only.split(",")))
+    ]
     scratch = tempfile.mkdtemp(prefix="aoti-workloads-")
     checks = []
     try:
@@ -73,18 +76,27 @@ def main() -> int:
 
 
 def check(workload: Workload, folder: str) -> Check:
-    result = Check(workload.name, workload.model, workload.family, workload.failure, workload.failure_class.origin,
-                   workload.device)
-    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", folder, *workload.dump_args],
-                          capture_output=True, text=True, cwd=ROOT)
+    result = Check(
+        workload.name, workload.model, workload.family, workload.failure, workload.failure_class.origin, workload.device
+    )
+    dump = subprocess.run(
+        [sys.executable, "-m", "minifier.examples.dump", "--out", folder, *workload.dump_args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     if dump.returncode != 0:
         result.note = "no dump: " + " / ".join(dump.stderr.strip().splitlines()[-2:])[-300:]
         return result
     result.dumped = True
     launcher = dump.stdout.strip().splitlines()[-1]
     started = time.monotonic()
-    run = subprocess.run([sys.executable, "-m", "minifier", "run", launcher, "--events", *workload.run_args],
-                         capture_output=True, text=True, cwd=ROOT)
+    run = subprocess.run(
+        [sys.executable, "-m", "minifier", "run", launcher, "--events", *workload.run_args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     result.run_seconds = round(time.monotonic() - started, 1)
     result.reproduced = run.returncode == 0
     failure = _failure(os.path.dirname(launcher))
@@ -107,15 +119,19 @@ def _failure(folder: str) -> dict | None:
 
 
 def table(checks: list[Check]) -> str:
-    lines = ["| workload | model | family | failure | origin | device | compute nodes | dumps | run reproduces | "
-             "one run (s) | kind | signature |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| workload | model | family | failure | origin | device | compute nodes | dumps | run reproduces | "
+        "one run (s) | kind | signature |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for c in checks:
         signature = c.signature.replace("|", "\\|") or c.note.replace("|", "\\|")
-        lines.append(f"| {c.workload} | {c.model} | {c.family} | {c.failure} | {c.origin} | {c.device} | "
-                     f"{c.nodes or '-'} | "
-                     f"{'yes' if c.dumped else 'no'} | {'yes' if c.reproduced else 'no'} | {c.run_seconds or '-'} | "
-                     f"{c.kind or '-'} | {signature} |")
+        lines.append(
+            f"| {c.workload} | {c.model} | {c.family} | {c.failure} | {c.origin} | {c.device} | "
+            f"{c.nodes or '-'} | "
+            f"{'yes' if c.dumped else 'no'} | {'yes' if c.reproduced else 'no'} | {c.run_seconds or '-'} | "
+            f"{c.kind or '-'} | {signature} |"
+        )
     return "\n".join(lines)
 
 

@@ -23,7 +23,6 @@ from .events import Failure
 from .launcher import HERE, LauncherSpec
 from .layout import REPRO_PY, SCRATCH, DumpLayout, checkpoint_nodes, program_of, run_folder
 
-
 TMP = ".tmp"
 _FULL = (errno.ENOSPC, errno.EDQUOT)
 # The first line of a repro.py written by a minification that was stopped before its end.
@@ -40,28 +39,41 @@ class DiskFull(OutputError):
 
 def output_error(path: str, error: OSError) -> OutputError:
     if error.errno in _FULL:
-        return DiskFull(f"cannot write {path}: {error.strerror} (free some space, or pass --output-dir DIR); "
-                        "the checkpoints written so far are intact")
-    return OutputError(f"cannot write {path}: {error.strerror} (read-only debug folder? pass --output-dir DIR "
-                       "to write the minifier's outputs elsewhere)")
+        return DiskFull(
+            f"cannot write {path}: {error.strerror} (free some space, or pass --output-dir DIR); "
+            "the checkpoints written so far are intact"
+        )
+    return OutputError(
+        f"cannot write {path}: {error.strerror} (read-only debug folder? pass --output-dir DIR "
+        "to write the minifier's outputs elsewhere)"
+    )
 
 
 def prepare(layout: DumpLayout, inputs: list[str]) -> None:
     """Make the output folders; refuse outputs that would overwrite one of `inputs` (the launcher, its .pt2)."""
-    clash = [path for path in inputs if path in layout.outputs() or (
-        os.path.dirname(path) == layout.checkpoints and checkpoint_nodes(os.path.basename(path)) is not None)]
+    clash = [
+        path
+        for path in inputs
+        if path in layout.outputs()
+        or (os.path.dirname(path) == layout.checkpoints and checkpoint_nodes(os.path.basename(path)) is not None)
+    ]
     if clash:
-        raise OutputError(f"the outputs would overwrite the input {clash[0]}; pass --output-dir DIR to write them "
-                          "elsewhere")
+        raise OutputError(
+            f"the outputs would overwrite the input {clash[0]}; pass --output-dir DIR to write them elsewhere"
+        )
     for folder in (layout.root, layout.checkpoints, layout.work, layout.candidates):
         try:
             os.makedirs(folder, exist_ok=True)
         except OSError as e:
-            hint = "" if e.errno == errno.ENOENT else "; pass --output-dir DIR to write the minifier's outputs elsewhere"
+            hint = (
+                "" if e.errno == errno.ENOENT else "; pass --output-dir DIR to write the minifier's outputs elsewhere"
+            )
             raise (DiskFull if e.errno in _FULL else OutputError)(f"cannot create {folder}: {e.strerror}{hint}") from e
         if not os.access(folder, os.W_OK):
-            raise OutputError(f"{folder} is not writable (read-only debug folder?); "
-                              "pass --output-dir DIR to write the minifier's outputs elsewhere")
+            raise OutputError(
+                f"{folder} is not writable (read-only debug folder?); "
+                "pass --output-dir DIR to write the minifier's outputs elsewhere"
+            )
 
 
 def clean_scratch(layout: DumpLayout) -> None:
@@ -118,8 +130,16 @@ def write_failure(layout: DumpLayout, failure: Failure) -> str:
     return layout.failure_json
 
 
-def write_checkpoint(layout: DumpLayout, spec: LauncherSpec, accuracy: str, nodes: int, pt2: str,
-                     graph_code: str, header: list[str], imports: list[str]) -> str:
+def write_checkpoint(
+    layout: DumpLayout,
+    spec: LauncherSpec,
+    accuracy: str,
+    nodes: int,
+    pt2: str,
+    graph_code: str,
+    header: list[str],
+    imports: list[str],
+) -> str:
     path = layout.checkpoint_py(nodes)
     _copy(pt2, program_of(path))
     write_text(path, render_repro(spec, os.path.basename(program_of(path)), accuracy, graph_code, header, imports))
@@ -132,8 +152,9 @@ def write_repro(layout: DumpLayout, checkpoint_py: str, stopped: bool = False) -
     _copy(program_of(checkpoint_py), layout.repro_pt2)
     with open(checkpoint_py, encoding="utf-8") as f:
         text = f.read()
-    text = text.replace(_pt2_line(os.path.basename(program_of(checkpoint_py))),
-                        _pt2_line(os.path.basename(layout.repro_pt2)))
+    text = text.replace(
+        _pt2_line(os.path.basename(program_of(checkpoint_py))), _pt2_line(os.path.basename(layout.repro_pt2))
+    )
     write_text(layout.repro_py, f"{STOPPED_MARK}\n{text}" if stopped else text)
     return layout.repro_py
 
@@ -158,8 +179,9 @@ def copy_repro(layout: DumpLayout, destination: str) -> str:
     return os.path.join(destination, os.path.basename(layout.repro_py))
 
 
-def render_repro(spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: str, header: list[str],
-                 imports: list[str]) -> str:
+def render_repro(
+    spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: str, header: list[str], imports: list[str]
+) -> str:
     lines = [f"# {h}" for h in header]
     lines += ["#", "# Run: python <this file>        (add `minify` to hand it to PyTorch's own minifier)", ""]
     lines += [f"# {ln}" if ln else "#" for ln in graph_code.splitlines()]
@@ -184,25 +206,40 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
     run = ["        compiled(*inputs)"]
     if accuracy:
         loose = accuracy == "accuracy"
-        run = ["        from torch._dynamo.debug_utils import AccuracyError, same_two_models",
-               "        # compared as the minifier compares: the exported program's module against the compiled one",
-               f"        if not same_two_models(program.module(), compiled, list(inputs), only_fwd=True, require_fp64={loose}, "
-               f"ignore_non_fp={loose}):",
-               "            raise AccuracyError('Bad accuracy detected')"]
+        run = [
+            "        from torch._dynamo.debug_utils import AccuracyError, same_two_models",
+            "        # compared as the minifier compares: the exported program's module against the compiled one",
+            "        if not same_two_models(program.module(), compiled, list(inputs), only_fwd=True, "
+            f"require_fp64={loose}, ignore_non_fp={loose}):",
+            "            raise AccuracyError('Bad accuracy detected')",
+        ]
     lines = [f"# {h}" for h in header]
     lines += ["#", "# One file, plain PyTorch: python <this file>", ""]
     lines += _settings(spec, imports)
-    lines += ["from math import inf, nan", "from torch import device", "from torch.export import Dim",
-              "import torch.fx._pytree as fx_pytree", "import torch.utils._pytree as pytree", "NoneType = type(None)",
-              "", f"CONFIG_PATCHES = {spec.portable().config_patches!r}", "", "", code.rstrip(), "", "",
-              "if __name__ == '__main__':",
-              "    model = Repro()",
-              "    inputs = make_inputs()",
-              "    program = torch.export.export(model, inputs, dynamic_shapes=DYNAMIC_SHAPES)",
-              "    with torch.no_grad():",
-              "        package = torch._inductor.aoti_compile_and_package(program, inductor_configs=CONFIG_PATCHES)",
-              "        compiled = torch._inductor.aoti_load_package(package)",
-              *run, ""]
+    lines += [
+        "from math import inf, nan",
+        "from torch import device",
+        "from torch.export import Dim",
+        "import torch.fx._pytree as fx_pytree",
+        "import torch.utils._pytree as pytree",
+        "NoneType = type(None)",
+        "",
+        f"CONFIG_PATCHES = {spec.portable().config_patches!r}",
+        "",
+        "",
+        code.rstrip(),
+        "",
+        "",
+        "if __name__ == '__main__':",
+        "    model = Repro()",
+        "    inputs = make_inputs()",
+        "    program = torch.export.export(model, inputs, dynamic_shapes=DYNAMIC_SHAPES)",
+        "    with torch.no_grad():",
+        "        package = torch._inductor.aoti_compile_and_package(program, inductor_configs=CONFIG_PATCHES)",
+        "        compiled = torch._inductor.aoti_load_package(package)",
+        *run,
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -211,13 +248,22 @@ _FALLBACK = "# This graph could not be rebuilt as plain PyTorch code"
 
 def render_standalone_fallback(reason: str, header: list[str]) -> str:
     """Where the graph cannot be written as code: say so, and run repro.py beside this file."""
-    return "\n".join([
-        *(f"# {h}" for h in header), "#",
-        f"{_FALLBACK} ({reason}); this file runs repro.py",
-        "# (with its repro.pt2) from the same folder instead.", "",
-        "import os", "import runpy", "import sys", "",
-        f"print({('repro_standalone.py: ' + reason + '; running repro.py instead')!r}, file=sys.stderr)",
-        f"runpy.run_path(os.path.join({HERE}, {REPRO_PY!r}), run_name='__main__')", ""])
+    return "\n".join(
+        [
+            *(f"# {h}" for h in header),
+            "#",
+            f"{_FALLBACK} ({reason}); this file runs repro.py",
+            "# (with its repro.pt2) from the same folder instead.",
+            "",
+            "import os",
+            "import runpy",
+            "import sys",
+            "",
+            f"print({('repro_standalone.py: ' + reason + '; running repro.py instead')!r}, file=sys.stderr)",
+            f"runpy.run_path(os.path.join({HERE}, {REPRO_PY!r}), run_name='__main__')",
+            "",
+        ]
+    )
 
 
 def rebuilt_standalone(layout: DumpLayout) -> str | None:
@@ -236,8 +282,10 @@ def _settings(spec: LauncherSpec, imports: list[str]) -> list[str]:
     for key, value in portable.env.items():
         lines.append(f"os.environ.pop({key!r}, None)" if value is None else f"os.environ[{key!r}] = {value!r}")
     if spec.machine_settings:
-        lines.append(f"# left out, as they name folders of the machine that wrote the launcher: "
-                     f"{', '.join(spec.machine_settings)}")
+        lines.append(
+            f"# left out, as they name folders of the machine that wrote the launcher: "
+            f"{', '.join(spec.machine_settings)}"
+        )
     lines += ["", "import torch", "import torch._inductor.inductor_prims"]
     lines += [f"import {m}" for m in sorted({a.module for a in portable.config})]
     lines += [f"import {m}  # registers the custom ops the program uses" for m in imports]
@@ -272,6 +320,7 @@ def write_text(path: str, text: str) -> None:
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
+
     _atomically(path, write)
 
 
@@ -281,6 +330,7 @@ def _copy(source: str, path: str) -> None:
         def write(tmp: str) -> None:
             with open(tmp, "wb") as f:
                 shutil.copyfileobj(src, f)
+
         _atomically(path, write)
 
 

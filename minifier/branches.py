@@ -106,8 +106,9 @@ def fed_name(qualified: str) -> str:
     return "fed_" + qualified.replace(BRANCH_SEPARATOR, "__")
 
 
-def _branch_module(branch: Branch, mine: set[fx.Node], fed: dict[str, fx.Node],
-                   dead: list[tuple[str, fx.Node]]) -> fx.GraphModule:
+def _branch_module(
+    branch: Branch, mine: set[fx.Node], fed: dict[str, fx.Node], dead: list[tuple[str, fx.Node]]
+) -> fx.GraphModule:
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     nodes = list(branch.module.graph.nodes)

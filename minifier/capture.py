@@ -37,8 +37,12 @@ class Captured:
 
 def capture(command: list[str], debug_dir: str, accuracy: bool) -> Captured:
     debug_dir = os.path.abspath(debug_dir)
-    env = dict(os.environ, DUMP_AOTI_MINIFIER="1", AOTINDUCTOR_REPRO_LEVEL="4" if accuracy else "3",
-               TORCH_COMPILE_DEBUG_DIR=debug_dir)
+    env = dict(
+        os.environ,
+        DUMP_AOTI_MINIFIER="1",
+        AOTINDUCTOR_REPRO_LEVEL="4" if accuracy else "3",
+        TORCH_COMPILE_DEBUG_DIR=debug_dir,
+    )
     started = time.time()
     try:
         proc = subprocess.Popen(command, env=env)
@@ -76,8 +80,11 @@ class Snapshots:
     def _take(self, launcher: str) -> None:
         key = (launcher, _program_hash(launcher))
         layout = DumpLayout.of(launcher)
-        name = DumpLayout.of(self.taken[key]).run_name if key in self.taken \
+        name = (
+            DumpLayout.of(self.taken[key]).run_name
+            if key in self.taken
             else capture_name(layout.run_name, len(self.taken) + 1)
+        )
         target = os.path.join(run_folder(self.debug_dir, name), os.path.relpath(layout.launcher, layout.run_dir))
         if key not in self.taken:  # before the launcher appears there, so that an editor never sees it unclaimed
             append_events(DumpLayout.of(target).events_log, [begin_event("capture", target)])
@@ -95,4 +102,3 @@ def _program_hash(launcher: str) -> str:
             return hashlib.sha256(f.read()).hexdigest()
     except (BadLauncher, OSError):
         return f"unreadable:{launcher}:{time.monotonic_ns()}"
-

@@ -42,30 +42,59 @@ def _power_of_two(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     exits = "\n".join(f"  {int(code):<4}{meaning}" for code, meaning in EXIT_MEANINGS.items())
-    parser = argparse.ArgumentParser(prog="aoti-minify", description=__doc__,
-                                     epilog=f"Exit codes (stable; the language server relies on them):\n{exits}",
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="aoti-minify",
+        description=__doc__,
+        epilog=f"Exit codes (stable; the language server relies on them):\n{exits}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("launcher", help="minifier_launcher.py, a level-1 repro.py, or its run_* / minifier folder")
         sub.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
-        sub.add_argument("--timeout", type=float, default=600.0, help="seconds per candidate before its worker is killed")
-        sub.add_argument("--keep-warm", type=float, default=0.0, metavar="SECONDS",
-                         help="keep the workers' fork server (torch imported) for SECONDS after this run, so that "
-                              "the next run with the same environment starts warm; it never outlives the process "
-                              "that started aoti-minify (the language server, your shell)")
-        sub.add_argument("--devices", default="", help="GPU ids for the workers, e.g. 0,1 (CUDA_VISIBLE_DEVICES per worker)")
+        sub.add_argument(
+            "--timeout", type=float, default=600.0, help="seconds per candidate before its worker is killed"
+        )
+        sub.add_argument(
+            "--keep-warm",
+            type=float,
+            default=0.0,
+            metavar="SECONDS",
+            help="keep the workers' fork server (torch imported) for SECONDS after this run, so that "
+            "the next run with the same environment starts warm; it never outlives the process "
+            "that started aoti-minify (the language server, your shell)",
+        )
+        sub.add_argument(
+            "--devices", default="", help="GPU ids for the workers, e.g. 0,1 (CUDA_VISIBLE_DEVICES per worker)"
+        )
         sub.add_argument("--check-str", default=None, help="regex the error must match (default: same signature)")
         sub.add_argument("--output-dir", default=None, help="write outputs here instead of the launcher's folder")
-        sub.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                         help="import MODULE in every worker first (libraries that register custom ops)")
-        sub.add_argument("--owner", type=int, default=None, metavar="PID",
-                         help="stop, as when cancelled, once process PID is gone (the language server passes its "
-                              "own, so that a killed editor leaves no minifier behind)")
+        sub.add_argument(
+            "--import",
+            dest="imports",
+            action="append",
+            default=[],
+            metavar="MODULE",
+            help="import MODULE in every worker first (libraries that register custom ops)",
+        )
+        sub.add_argument(
+            "--owner",
+            type=int,
+            default=None,
+            metavar="PID",
+            help="stop, as when cancelled, once process PID is gone (the language server passes its "
+            "own, so that a killed editor leaves no minifier behind)",
+        )
         accuracy = sub.add_mutually_exclusive_group()
-        accuracy.add_argument("--accuracy", dest="accuracy", action="store_const", const="accuracy", default=None,
-                              help="fail on fp64-checked accuracy divergence (AccuracyError)")
+        accuracy.add_argument(
+            "--accuracy",
+            dest="accuracy",
+            action="store_const",
+            const="accuracy",
+            default=None,
+            help="fail on fp64-checked accuracy divergence (AccuracyError)",
+        )
         accuracy.add_argument("--strict-accuracy", dest="accuracy", action="store_const", const="strict_accuracy")
         accuracy.add_argument("--no-accuracy", dest="accuracy", action="store_const", const="")
 
@@ -76,41 +105,80 @@ def build_parser() -> argparse.ArgumentParser:
     minify.add_argument("--workers", type=int, default=default_workers(), help="parallel worker processes")
     minify.add_argument("--max-granularity", type=_power_of_two, default=None)
     minify.add_argument("--skip-sanity", action="store_true", help="do not re-check that the whole graph fails")
-    minify.add_argument("--skip-export-error", type=_bool, default=True, metavar="BOOL",
-                        help="treat un-exportable candidates as passing (true) or stop (false)")
+    minify.add_argument(
+        "--skip-export-error",
+        type=_bool,
+        default=True,
+        metavar="BOOL",
+        help="treat un-exportable candidates as passing (true) or stop (false)",
+    )
     minify.add_argument("--minifier-export-mode", dest="export_mode", choices=("python", "dynamo"), default="python")
-    minify.add_argument("--offload-to-disk", action="store_true",
-                        help="accepted for PyTorch parity: intermediates always live on disk, memory-mapped")
+    minify.add_argument(
+        "--offload-to-disk",
+        action="store_true",
+        help="accepted for PyTorch parity: intermediates always live on disk, memory-mapped",
+    )
     minify.add_argument("--save-dir", default=None, help="folder for checkpoints/<N>.py (default: the launcher's)")
     minify.add_argument("--copy-to", default=None, metavar="DIR", help="also copy repro.py and repro.pt2 to DIR")
     slicing = minify.add_mutually_exclusive_group()
-    slicing.add_argument("--no-slice", dest="slicing", action="store_false",
-                         help="no guesses (kernel-origin slices, the accuracy probe): the general search only")
-    slicing.add_argument("--slices-first", action="store_true",
-                         help="wait for the guesses before the general search instead of racing them beside it")
+    slicing.add_argument(
+        "--no-slice",
+        dest="slicing",
+        action="store_false",
+        help="no guesses (kernel-origin slices, the accuracy probe): the general search only",
+    )
+    slicing.add_argument(
+        "--slices-first",
+        action="store_true",
+        help="wait for the guesses before the general search instead of racing them beside it",
+    )
 
-    warm = commands.add_parser("warm", help="start the workers' fork server (torch imported) for this launcher and "
-                               "leave it for the next run with --keep-warm; the language server does this on discovery")
+    warm = commands.add_parser(
+        "warm",
+        help="start the workers' fork server (torch imported) for this launcher and "
+        "leave it for the next run with --keep-warm; the language server does this on discovery",
+    )
     warm.add_argument("launcher")
-    warm.add_argument("--keep-warm", type=float, default=KEEP_WARM_SECONDS, metavar="SECONDS",
-                      help=f"how long it waits for that run (default {KEEP_WARM_SECONDS:g})")
+    warm.add_argument(
+        "--keep-warm",
+        type=float,
+        default=KEEP_WARM_SECONDS,
+        metavar="SECONDS",
+        help=f"how long it waits for that run (default {KEEP_WARM_SECONDS:g})",
+    )
     warm.add_argument("--devices", default="", help="as for the run it is for")
 
-    capture = commands.add_parser("capture", help="run a program so that AOTI failures that kill it are still dumped",
-                                  description="aoti-minify capture [--dir DIR] -- python train.py ...")
+    capture = commands.add_parser(
+        "capture",
+        help="run a program so that AOTI failures that kill it are still dumped",
+        description="aoti-minify capture [--dir DIR] -- python train.py ...",
+    )
     capture.add_argument("--dir", default=".", help="folder that receives torch_compile_debug/ (default: .)")
     capture.add_argument("--accuracy", action="store_true", help="also dump on accuracy failures (repro level 4)")
     capture.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
-    capture.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                         help="import MODULE in the workers that reproduce what was captured")
+    capture.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE in the workers that reproduce what was captured",
+    )
     capture.add_argument("program", nargs=argparse.REMAINDER, help="-- the command to run")
 
-    report = commands.add_parser("report", help="write report.md beside repro.py: a PyTorch bug report (error, "
-                                 "minimal graph, repro inline, config, versions)")
+    report = commands.add_parser(
+        "report",
+        help="write report.md beside repro.py: a PyTorch bug report (error, "
+        "minimal graph, repro inline, config, versions)",
+    )
     report.add_argument("launcher")
     report.add_argument("--output", default=None, help="write it here instead of beside repro.py")
-    report.add_argument("--no-versions", dest="versions", action="store_false",
-                        help="do not start torch to collect the versions (faster)")
+    report.add_argument(
+        "--no-versions",
+        dest="versions",
+        action="store_false",
+        help="do not start torch to collect the versions (faster)",
+    )
     report.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
 
     demo = commands.add_parser("demo", help="dump the bundled failing model, then reproduce and minify it")
@@ -155,6 +223,7 @@ def warm(options: Options) -> int:
 def execute(command: str, options: Options) -> int:
     reporter = Reporter(options.events)
     from . import minify as minify_mod
+
     try:
         session = Session.open(options)
         with session.exclusive(command, reporter):
@@ -175,8 +244,11 @@ def execute(command: str, options: Options) -> int:
         return _fail(reporter, exit_code(e.code), str(e))
     except Exception as e:  # a bug in aoti-lens: say so, with the traceback, in the documented way
         reporter.say(traceback.format_exc())
-        return _fail(reporter, ExitCode.INTERNAL, f"aoti-lens internal error: {type(e).__name__}: {e} "
-                     "(please report it with the traceback above)")
+        return _fail(
+            reporter,
+            ExitCode.INTERNAL,
+            f"aoti-lens internal error: {type(e).__name__}: {e} (please report it with the traceback above)",
+        )
     finally:
         reporter.close()
 
@@ -184,13 +256,18 @@ def execute(command: str, options: Options) -> int:
 def _execute(command: str, session: Session, reporter: Reporter) -> int:
     from . import minify as minify_mod
     from .reproduce import reproduce
+
     if session.layout.root != session.layout.minifier_dir:
         reporter.say(f"outputs go to {session.layout.root} ({session.spec.path} is left as it is)")
     if command == "run":
         failure = reproduce(session, reporter)
         if failure is None:
-            return _fail(reporter, ExitCode.DID_NOT_FAIL, "the program does not fail here"
-                         + (f" with an error matching {session.check_str!r}" if session.check_str else ""))
+            return _fail(
+                reporter,
+                ExitCode.DID_NOT_FAIL,
+                "the program does not fail here"
+                + (f" with an error matching {session.check_str!r}" if session.check_str else ""),
+            )
         reporter.result(f"reproduced: {failure.signature.describe()}")
         if failure.kernel and failure.kernel.file:
             reporter.result(f"kernel: {failure.kernel.name or '?'} at {failure.kernel.file}:{failure.kernel.line}")
@@ -199,8 +276,10 @@ def _execute(command: str, session: Session, reporter: Reporter) -> int:
         reporter.result(f"wrote {session.layout.failure_json}")
         return ExitCode.OK
     done = minify_mod.minify(session, reporter)
-    reporter.result(f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
-                    f"{done.seconds:.1f} s; reproduces {done.signature.describe() if done.signature else 'the failure'}")
+    reporter.result(
+        f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
+        f"{done.seconds:.1f} s; reproduces {done.signature.describe() if done.signature else 'the failure'}"
+    )
     reporter.result(f"standalone: {session.layout.repro_standalone}")
     reporter.result(f"repro: {done.repro}")  # last: scripts read the repro's path from the last line
     return ExitCode.OK
@@ -231,6 +310,7 @@ def _stop_with(owner: int) -> None:
 
 def capture(args: argparse.Namespace) -> int:
     from .capture import capture as run_captured
+
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     reporter = Reporter(args.events)
     if not program:
@@ -241,15 +321,20 @@ def capture(args: argparse.Namespace) -> int:
         return _fail(reporter, ExitCode.BAD_INPUT, str(e))
     reporter.say(f"the program {captured.exit_status}; captured {len(captured.launchers)} dump(s)")
     if not captured.launchers:
-        return _fail(reporter, ExitCode.DID_NOT_FAIL, "no AOTI compile was dumped: did the program call "
-                     "torch._inductor.aoti_compile_and_package?")
-    codes = [execute("run", Options(launcher=path, events=args.events, imports=args.imports))
-             for path in captured.launchers]
+        return _fail(
+            reporter,
+            ExitCode.DID_NOT_FAIL,
+            "no AOTI compile was dumped: did the program call torch._inductor.aoti_compile_and_package?",
+        )
+    codes = [
+        execute("run", Options(launcher=path, events=args.events, imports=args.imports)) for path in captured.launchers
+    ]
     return ExitCode.OK if ExitCode.OK in codes else min(codes)
 
 
 def report(args: argparse.Namespace) -> int:
     from .report import NothingToReport, write_report
+
     reporter = Reporter(args.events)
     try:
         written = write_report(args.launcher, args.output, args.versions)
@@ -265,10 +350,28 @@ def report(args: argparse.Namespace) -> int:
 def demo(args: argparse.Namespace) -> int:
     """The embedded default: a real failing model, dumped by PyTorch, reproduced and minified."""
     device = args.device or _default_device()
-    print(f"[aoti-minify] dumping the bundled {args.model} model with the injected {args.bug} on {device} "
-          f"into {os.path.abspath(args.dir)}", file=sys.stderr)
-    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", args.dir, "--model", args.model,
-                           "--bug", args.bug, "--device", device], capture_output=True, text=True)
+    print(
+        f"[aoti-minify] dumping the bundled {args.model} model with the injected {args.bug} on {device} "
+        f"into {os.path.abspath(args.dir)}",
+        file=sys.stderr,
+    )
+    dump = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minifier.examples.dump",
+            "--out",
+            args.dir,
+            "--model",
+            args.model,
+            "--bug",
+            args.bug,
+            "--device",
+            device,
+        ],
+        capture_output=True,
+        text=True,
+    )
     if dump.returncode != 0 or not dump.stdout.strip():
         print(dump.stderr[-3000:], file=sys.stderr)
         print("[aoti-minify] error: PyTorch did not dump a launcher", file=sys.stderr)
@@ -281,8 +384,9 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def _default_device() -> str:
-    probe = subprocess.run([sys.executable, "-c", "import torch; print(torch.cuda.is_available())"],
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [sys.executable, "-c", "import torch; print(torch.cuda.is_available())"], capture_output=True, text=True
+    )
     return "cuda" if probe.stdout.strip() == "True" else "cpu"
 
 

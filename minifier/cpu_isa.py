@@ -48,6 +48,7 @@ def adopt(found: dict[str, bool]) -> list[str] | None:
     """Run Inductor's probe with each build check answered from `found` (a `probe` made in a process
     forked from this one, so the same checks in the same order; a check not in it is built for real):
     the ISAs it takes, best first. None where this torch has no such probe."""
+
     def replaying(check_build, isa, code: str) -> bool:
         answer = found.get(_check(isa, code))
         return check_build(isa, code) if answer is None else answer
@@ -135,6 +136,7 @@ def forget() -> None:
 def _probe_with(check, side_by_side: bool) -> list[str] | None:
     try:
         from torch._inductor import cpu_vec_isa
+
         check_build = cpu_vec_isa.VecISA.check_build
     except (ImportError, AttributeError):
         return None
@@ -205,8 +207,17 @@ class _LightLoads:
         env = dict(kwargs.get("env") or os.environ)
         env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [_torch_lib(), env.get("LD_LIBRARY_PATH")]))
         try:
-            return self._real.run(light, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
-                                  cwd=kwargs.get("cwd"), timeout=60).returncode == 0
+            return (
+                self._real.run(
+                    light,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    env=env,
+                    cwd=kwargs.get("cwd"),
+                    timeout=60,
+                ).returncode
+                == 0
+            )
         except (OSError, subprocess.SubprocessError):
             return False
 
@@ -225,6 +236,7 @@ def light_load(cmd) -> list[str] | None:
 
 def _torch_lib() -> str:
     import torch
+
     return os.path.join(os.path.dirname(torch.__file__), "lib")
 
 

@@ -23,8 +23,9 @@ def default_devices() -> list[str]:
     if shutil.which("nvidia-smi") is None:
         return []
     try:
-        listed = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20)
+        listed = subprocess.run(
+            ["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"], capture_output=True, text=True, timeout=20
+        )
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [line.strip() for line in listed.stdout.splitlines() if line.strip().isdigit()]

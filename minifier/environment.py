@@ -51,8 +51,9 @@ def collect(assignments: list[list[str]]) -> dict[str, Any]:
         info["triton"] = triton.__version__
     except Exception:
         info["triton"] = None
-    info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] \
-        if torch.cuda.is_available() else []
+    info["gpus"] = (
+        [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    )
     try:
         from torch._inductor.cpp_builder import get_cpp_compiler
 

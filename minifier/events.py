@@ -16,7 +16,7 @@ import enum
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 from . import wire
 from .signature import KernelRef, Signature
@@ -205,8 +205,18 @@ class LogEvent:
     v: int = SCHEMA_VERSION
 
 
-Event = Union[BeginEvent, StartEvent, CandidateEvent, CheckpointEvent, DoneEvent, FailureEvent,
-              CancelledEvent, ErrorEvent, ReportEvent, LogEvent]
+Event = (
+    BeginEvent
+    | StartEvent
+    | CandidateEvent
+    | CheckpointEvent
+    | DoneEvent
+    | FailureEvent
+    | CancelledEvent
+    | ErrorEvent
+    | ReportEvent
+    | LogEvent
+)
 # After these a run has nothing more to say (a `run` ends with its `failure` event).
 FINAL_EVENTS = (DoneEvent, CancelledEvent, ErrorEvent, FailureEvent, ReportEvent)
 
@@ -237,8 +247,10 @@ def parse_event(line: str) -> Event:
     if not isinstance(data, dict) or data.get("event") not in _BY_NAME:
         raise wire.WireError(f"not an aoti-minify event: {line[:120]!r}")
     if data.get("v") != SCHEMA_VERSION:
-        raise wire.WireError(f"event schema v{data.get('v')} is not the supported v{SCHEMA_VERSION}; "
-                             "the minifier and the server come from different aoti-lens versions")
+        raise wire.WireError(
+            f"event schema v{data.get('v')} is not the supported v{SCHEMA_VERSION}; "
+            "the minifier and the server come from different aoti-lens versions"
+        )
     return wire.decode(_BY_NAME[data["event"]], data)
 
 
@@ -303,4 +315,4 @@ class EventsTail:
 def last_run(events: list[Event]) -> list[Event]:
     """The events of the last run in a log: from its last `begin` on (all of them if none)."""
     starts = [i for i, e in enumerate(events) if isinstance(e, BeginEvent)]
-    return events[starts[-1]:] if starts else events
+    return events[starts[-1] :] if starts else events

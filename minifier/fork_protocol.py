@@ -8,7 +8,7 @@ dataclasses travel on the socket itself. Torch-free.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Union
+from typing import Literal
 
 from . import wire
 
@@ -64,8 +64,15 @@ class Exited:
     type: Literal["exited"] = "exited"
 
 
-Message = Union[Hello, Prepared, Spawn, Spawned, Refused, Exited]
-_TYPES = {"hello": Hello, "prepared": Prepared, "spawn": Spawn, "spawned": Spawned, "refused": Refused, "exited": Exited}
+Message = Hello | Prepared | Spawn | Spawned | Refused | Exited
+_TYPES = {
+    "hello": Hello,
+    "prepared": Prepared,
+    "spawn": Spawn,
+    "spawned": Spawned,
+    "refused": Refused,
+    "exited": Exited,
+}
 MAX_RECORD = 1 << 20
 FDS_PER_SPAWN = 3
 

@@ -99,8 +99,9 @@ class ForkServer:
         return server
 
     @classmethod
-    def shared(cls, python: str, env: Mapping[str, str], log_path: str, timeout: float,
-               idle: float, owner: int) -> ForkServer:
+    def shared(
+        cls, python: str, env: Mapping[str, str], log_path: str, timeout: float, idle: float, owner: int
+    ) -> ForkServer:
         """The server kept warm for this environment (started if there is none): it outlives this
         driver by up to `idle` seconds, and never outlives process `owner`."""
         name = shared_name(python, env, owner)
@@ -194,13 +195,21 @@ def shared_name(python: str, env: Mapping[str, str], owner: int) -> str:
     return f"aoti-lens-forkserver-{os.getuid()}-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
 
 
-def _start(python: str, args: list[str], env: Mapping[str, str], log_path: str,
-           pass_fds: tuple[int, ...] = ()) -> subprocess.Popen:
+def _start(
+    python: str, args: list[str], env: Mapping[str, str], log_path: str, pass_fds: tuple[int, ...] = ()
+) -> subprocess.Popen:
     # cwd "/": a server kept warm must not pin the first run's folder
     with open(log_path, "ab") as log:
-        return subprocess.Popen([python, "-m", "minifier.forkserver", *args], pass_fds=pass_fds, cwd="/",
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env),
-                                start_new_session=True)
+        return subprocess.Popen(
+            [python, "-m", "minifier.forkserver", *args],
+            pass_fds=pass_fds,
+            cwd="/",
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(env),
+            start_new_session=True,
+        )
 
 
 def _connect(name: str, wait: float = 0.0) -> socket.socket | None:
@@ -215,4 +224,3 @@ def _connect(name: str, wait: float = 0.0) -> socket.socket | None:
         if time.monotonic() >= deadline:
             return None
         time.sleep(0.05)
-

@@ -126,8 +126,11 @@ class Server:
         if _fork_poisoned():
             self.fresh_workers = True
             self.isa_answer.publish(None)
-            print(f"{what} made torch refuse CUDA in forked children: from now on each worker starts a fresh "
-                  "interpreter (a cold start, as without a fork server)", flush=True)
+            print(
+                f"{what} made torch refuse CUDA in forked children: from now on each worker starts a fresh "
+                "interpreter (a cold start, as without a fork server)",
+                flush=True,
+            )
 
     def _probe(self) -> None:
         """Inductor's CPU vector ISA probe, in a child: it took 20 to 50 s on the H200, while this process goes
@@ -371,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
 def _exit_when(server: Server, gone: Callable[[], bool]) -> None:
     """The serving loop sees its driver (private) or its owner (shared) go only between imports,
     which take seconds: a thread watches meanwhile and ends this process and its workers at once."""
+
     def watch() -> None:
         while not gone():
             pass

@@ -23,8 +23,8 @@ import sympy
 import torch
 import torch.fx as fx
 from torch.export import Dim, ExportedProgram
-from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.export.graph_signature import InputKind
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
 
@@ -33,8 +33,7 @@ from .events import SourceLine
 from .provenance import user_frame
 from .worker_protocol import FakeMismatch, GraphInfo, NodeInfo
 
-_PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer",
-                InputKind.CONSTANT_TENSOR: "constant"}
+_PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
 
 
 @dataclass
@@ -102,8 +101,9 @@ def describe(flat: FlatProgram) -> GraphInfo:
 
 def program_device(flat: FlatProgram) -> torch.device:
     """Where the program runs: the device of its first non-CPU input or parameter, else the CPU."""
-    tensors = [t for t in (*flat.user_inputs.values(), *(p[2] for p in flat.params.values()))
-               if isinstance(t, torch.Tensor)]
+    tensors = [
+        t for t in (*flat.user_inputs.values(), *(p[2] for p in flat.params.values())) if isinstance(t, torch.Tensor)
+    ]
     return next((t.device for t in tensors if t.device.type != "cpu"), torch.device("cpu"))
 
 
@@ -222,8 +222,9 @@ def fake_mismatches(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[
         if None in fake:  # a size the inputs do not determine
             continue
         if (val.dtype, fake) != (real.dtype, list(real.shape)):
-            found.append(FakeMismatch(node=node.name, op=str(node.target), fake=_sized(val.dtype, fake),
-                                      real=_shape(real)))
+            found.append(
+                FakeMismatch(node=node.name, op=str(node.target), fake=_sized(val.dtype, fake), real=_shape(real))
+            )
     return found
 
 
@@ -254,8 +255,9 @@ def _store(values: dict[str, torch.Tensor], name: str, value: object, node: fx.N
         values[name] = value.detach().to("cpu").clone()
 
 
-def build_candidate(flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor],
-                    outputs: list[str] | None = None):
+def build_candidate(
+    flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor], outputs: list[str] | None = None
+):
     """The GraphModule, its inputs and their symbolic dims (dim_specs) for the candidate made of the
     compute nodes in `kept`; its outputs are `outputs`, by default the kept nodes that no kept node
     reads (and the extra outputs of rebuilt cond branches)."""
@@ -311,8 +313,9 @@ def _cond_copy(graph: fx.Graph, node: fx.Node, rebuilt: Rebuilt, env: dict[str, 
     getitems of its extra outputs, which become outputs of the candidate."""
     pred, true_fn, false_fn = (env[a.name] if isinstance(a, fx.Node) else a for a in node.args[:3])
     ops = tuple(env[a.name] for a in operands(node)) + tuple(env[q] for q, _ in rebuilt.fed)
-    cond = graph.create_node("call_function", node.target, (pred, true_fn, false_fn, ops), dict(node.kwargs),
-                             name=node.name)
+    cond = graph.create_node(
+        "call_function", node.target, (pred, true_fn, false_fn, ops), dict(node.kwargs), name=node.name
+    )
     extra = [graph.call_function(operator.getitem, (cond, rebuilt.outputs + i)) for i in range(rebuilt.extra_outputs)]
     return cond, extra
 
@@ -380,9 +383,15 @@ def probe_outputs(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[st
     computed, except views and what an in-place op writes to later (their value as an output would
     not be the value the node had)."""
     written = {a.name for n in flat.graph.nodes if n.op == "call_function" and _mutates(n) for a in n.all_input_nodes}
-    return [n.name for n in flat.graph.nodes
-            if n.op == "call_function" and n.name in values and values[n.name].is_floating_point()
-            and n.name not in written and not _is_view(n)]
+    return [
+        n.name
+        for n in flat.graph.nodes
+        if n.op == "call_function"
+        and n.name in values
+        and values[n.name].is_floating_point()
+        and n.name not in written
+        and not _is_view(n)
+    ]
 
 
 def _mutates(node: fx.Node) -> bool:

@@ -18,8 +18,12 @@ from typing import Any, Literal
 
 from .layout import LAUNCHER, MINIFIER, DumpLayout, launcher_in
 
-CONFIG_MODULES = ("torch._dynamo.config", "torch._inductor.config", "torch._functorch.config",
-                  "torch.fx.experimental._config")
+CONFIG_MODULES = (
+    "torch._dynamo.config",
+    "torch._inductor.config",
+    "torch._functorch.config",
+    "torch.fx.experimental._config",
+)
 AOTI_RUN_REPRO = "torch._dynamo.repro.aoti"
 HERE = "os.path.dirname(os.path.abspath(__file__))"  # how our own repro files name their folder
 _TORCH_VERSION = re.compile(r"^# torch version: (\S+)", re.M)
@@ -78,16 +82,21 @@ class LauncherSpec:
         settings whose value is one of its paths: PyTorch writes TORCHINDUCTOR_CACHE_DIR as that
         machine's folder) and with PyTorch's dump switches removed: what a repro.py sets, and a worker."""
         env = {k: v for k, v in self.env.items() if k not in DUMP_ENV and (v is None or not machine_path(v))}
-        return replace(self, env={**env, **dict.fromkeys(DUMP_ENV)},
-                       config=[a for a in self.config if not machine_path(a.value)],
-                       config_patches={k: v for k, v in self.config_patches.items() if not machine_path(v)})
+        return replace(
+            self,
+            env={**env, **dict.fromkeys(DUMP_ENV)},
+            config=[a for a in self.config if not machine_path(a.value)],
+            config_patches={k: v for k, v in self.config_patches.items() if not machine_path(v)},
+        )
 
     @property
     def machine_settings(self) -> list[str]:
         """What portable() leaves out, by name only."""
-        return [*(k for k, v in self.env.items() if v is not None and machine_path(v)),
-                *(f"{a.module}.{a.attr}" for a in self.config if machine_path(a.value)),
-                *(f"config_patches[{k!r}]" for k, v in self.config_patches.items() if machine_path(v))]
+        return [
+            *(k for k, v in self.env.items() if v is not None and machine_path(v)),
+            *(f"{a.module}.{a.attr}" for a in self.config if machine_path(a.value)),
+            *(f"config_patches[{k!r}]" for k, v in self.config_patches.items() if machine_path(v)),
+        ]
 
     @property
     def run_dir(self) -> str | None:
@@ -132,11 +141,15 @@ def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> Launche
     kwargs = _literal_keywords(call, path)
     config, env, skipped, pt2_literal, patches = _read_preamble(tree)
     if pt2_literal is None:
-        raise BadLauncher(f"{path}: no `exported_program = torch.export.load(...)` line; "
-                          "only launchers written by torch._inductor's AOTI minifier are supported")
+        raise BadLauncher(
+            f"{path}: no `exported_program = torch.export.load(...)` line; "
+            "only launchers written by torch._inductor's AOTI minifier are supported"
+        )
     pt2 = _resolve_pt2(pt2_literal, path, require_pt2)
     accuracy = kwargs.get("accuracy", "")
-    accuracy = {True: "accuracy", False: "", None: ""}.get(accuracy, accuracy) if not isinstance(accuracy, str) else accuracy
+    accuracy = (
+        {True: "accuracy", False: "", None: ""}.get(accuracy, accuracy) if not isinstance(accuracy, str) else accuracy
+    )
     command = kwargs.get("command", "minify")
     if command not in ("minify", "run"):
         raise BadLauncher(f"{path}: run_repro(command={command!r}) is neither 'minify' nor 'run'")
@@ -167,8 +180,10 @@ def _require_aoti(tree: ast.Module, text: str, path: str) -> None:
         return
     others = sorted(m for m in modules if m.startswith("torch._dynamo.repro."))
     if others:
-        raise BadLauncher(f"{path}: a launcher for {others[0]} (torch.compile), not for AOTInductor; "
-                          "aoti-lens minifies torch._inductor.aoti_compile_and_package failures")
+        raise BadLauncher(
+            f"{path}: a launcher for {others[0]} (torch.compile), not for AOTInductor; "
+            "aoti-lens minifies torch._inductor.aoti_compile_and_package failures"
+        )
     if "run_repro" in text:
         raise BadLauncher(f"{path}: calls run_repro but does not import it from {AOTI_RUN_REPRO}")
     raise BadLauncher(f"{path}: not a PyTorch AOTI minifier launcher (no run_repro call)")
@@ -217,7 +232,7 @@ def _read_preamble(tree: ast.Module):
                 if module is not None:
                     value_ok, value = _try_literal(stmt.value)
                     if value_ok:
-                        config.append(ConfigAssignment(module, target[len(module) + 1:], value))
+                        config.append(ConfigAssignment(module, target[len(module) + 1 :], value))
                     else:
                         skipped.append(f"{target} (value is not a literal: {ast.unparse(stmt.value)[:80]})")
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
@@ -234,8 +249,12 @@ def _export_load_path(value: ast.expr) -> str | None:
     ok, literal = _try_literal(arg)
     if ok and isinstance(literal, str):
         return literal
-    if (isinstance(arg, ast.Call) and _dotted(arg.func) == "os.path.join" and len(arg.args) == 2
-            and ast.unparse(arg.args[0]) == HERE):
+    if (
+        isinstance(arg, ast.Call)
+        and _dotted(arg.func) == "os.path.join"
+        and len(arg.args) == 2
+        and ast.unparse(arg.args[0]) == HERE
+    ):
         ok, name = _try_literal(arg.args[1])
         if ok and isinstance(name, str) and os.path.basename(name) == name:
             return name
@@ -270,8 +289,10 @@ def _resolve_pt2(literal: str, launcher: str, require: bool) -> str:
         if os.path.isfile(candidate):
             return os.path.abspath(candidate)
     if require:
-        raise BadLauncher(f"{launcher}: the exported program is missing: neither {literal} nor {beside} exists "
-                          "(was the debug folder moved or partly deleted?)")
+        raise BadLauncher(
+            f"{launcher}: the exported program is missing: neither {literal} nor {beside} exists "
+            "(was the debug folder moved or partly deleted?)"
+        )
     return literal
 
 

@@ -67,7 +67,9 @@ class DumpLayout:
         folder, name = os.path.split(launcher)
         default = folder if name == LAUNCHER else os.path.join(folder, os.path.splitext(name)[0] + MINIFIED)
         root = os.path.abspath(output_dir or default)
-        return cls(launcher=launcher, root=root, checkpoints=os.path.abspath(save_dir or os.path.join(root, CHECKPOINTS)))
+        return cls(
+            launcher=launcher, root=root, checkpoints=os.path.abspath(save_dir or os.path.join(root, CHECKPOINTS))
+        )
 
     def outputs(self) -> list[str]:
         """The files a run or minify writes outside its scratch folder (checkpoints aside)."""
@@ -176,8 +178,11 @@ def launchers_in(debug_dir: str) -> list[str]:
     except OSError:
         return []
     captured = {r.partition(CAPTURE_SUFFIX)[0] for r in runs if CAPTURE_SUFFIX in r}
-    return [p for p in (os.path.join(debug_dir, r, MINIFIER, LAUNCHER) for r in runs if r not in captured)
-            if os.path.isfile(p)]
+    return [
+        p
+        for p in (os.path.join(debug_dir, r, MINIFIER, LAUNCHER) for r in runs if r not in captured)
+        if os.path.isfile(p)
+    ]
 
 
 def captured(run_dir: str) -> bool:

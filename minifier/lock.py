@@ -46,8 +46,10 @@ class DumpBusy(RuntimeError):
 
     def __init__(self, path: str, holder: LockInfo) -> None:
         stop = f", or stop it (kill {holder.pid})" if holder.pid else ""
-        super().__init__(f"another aoti-minify works on this dump: {holder.describe()}; wait for it to finish{stop} "
-                         f"(its lock: {path})")
+        super().__init__(
+            f"another aoti-minify works on this dump: {holder.describe()}; wait for it to finish{stop} "
+            f"(its lock: {path})"
+        )
         self.holder = holder
 
 

@@ -71,8 +71,16 @@ class PoolOracle:
     """The search's Tester on the worker pool: no node set is ever compiled twice, and each answer
     may bring leads (the kernel's source nodes, diverging values) for the race."""
 
-    def __init__(self, session: Session, pool: Pool, reporter: Reporter, progress: Progress,
-                 space: Space, graph: GraphInfo, mismatched: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        session: Session,
+        pool: Pool,
+        reporter: Reporter,
+        progress: Progress,
+        space: Space,
+        graph: GraphInfo,
+        mismatched: Iterable[str] = (),
+    ) -> None:
         self.session = session
         self.space = space
         self.whole = space.whole
@@ -177,11 +185,20 @@ class PoolOracle:
 
     def report(self, candidate: Candidate, result: Result, verdict: Verdict) -> None:
         detail = _detail(result)
-        self.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=round(result.seconds, 2),
-                                          detail=detail, queries=self.pool.started))
-        self.reporter.say(f"{self.progress.line()} | candidate of {len(candidate)} nodes: {verdict}"
-                          + (" (background: a guess, or a round run ahead)" if self.priority.get(candidate) else "")
-                          + (f" ({detail[:120]})" if detail and verdict != "fails" else ""))
+        self.reporter.emit(
+            CandidateEvent(
+                nodes=len(candidate),
+                verdict=verdict,
+                seconds=round(result.seconds, 2),
+                detail=detail,
+                queries=self.pool.started,
+            )
+        )
+        self.reporter.say(
+            f"{self.progress.line()} | candidate of {len(candidate)} nodes: {verdict}"
+            + (" (background: a guess, or a round run ahead)" if self.priority.get(candidate) else "")
+            + (f" ({detail[:120]})" if detail and verdict != "fails" else "")
+        )
 
     def verdict(self, result: Result) -> Verdict:
         return classify(result, self.target, self.session.check_str)
@@ -210,10 +227,13 @@ class PoolOracle:
     def locate(self) -> None:
         """Run the original again in the background, launches blocking, to see which kernel faults. Its
         outcome is never a verdict: a bug that only shows when kernels overlap must still be seen."""
-        self.reporter.say("the CUDA fault names no kernel: running the original with blocking launches, "
-                          "beside the search, to place it")
-        self.pool.submit(p.QueryRequest(key=LOCATE_KEY, original=True, provenance=True), background=True,
-                         env=LAUNCH_BLOCKING)
+        self.reporter.say(
+            "the CUDA fault names no kernel: running the original with blocking launches, "
+            "beside the search, to place it"
+        )
+        self.pool.submit(
+            p.QueryRequest(key=LOCATE_KEY, original=True, provenance=True), background=True, env=LAUNCH_BLOCKING
+        )
 
     def located(self, result: Result) -> list[Candidate]:
         provenance = provenance_in(result.log)
@@ -244,12 +264,16 @@ class PoolOracle:
         """Start the waiting probe once every slice of a lie passed, failed another way, or is part of one that
         passed."""
         verdicts = self._verdicts
-        settled = all(verdicts.get(s, "fails") != "fails"
-                      or any(s < wider and verdicts.get(wider) == "passes" for wider in self.lies) for s in self.lies)
+        settled = all(
+            verdicts.get(s, "fails") != "fails"
+            or any(s < wider and verdicts.get(wider) == "passes" for wider in self.lies)
+            for s in self.lies
+        )
         if self.probe_waits and settled:
             self.probe_waits = False
-            self.pool.submit(p.QueryRequest(key=PROBE_KEY, probe=True, values_path=self.session.layout.values),
-                             background=True)
+            self.pool.submit(
+                p.QueryRequest(key=PROBE_KEY, probe=True, values_path=self.session.layout.values), background=True
+            )
 
     def probe_first(self, race: Race) -> None:
         """Move the probe's slices (racing since it answered) ahead of the first round, waiting for it to answer
@@ -260,15 +284,24 @@ class PoolOracle:
         grace = max(PROBE_GRACE, whole.seconds / 2 if whole else 0.0)
         self.wake_at = time.monotonic() + grace
         try:
-            race.until(lambda: self.probed is not None or not self.pool.in_flight() or self.probe_waits
-                       or race.winner(self.whole) is not None or time.monotonic() >= self.wake_at)
+            race.until(
+                lambda: (
+                    self.probed is not None
+                    or not self.pool.in_flight()
+                    or self.probe_waits
+                    or race.winner(self.whole) is not None
+                    or time.monotonic() >= self.wake_at
+                )
+            )
         finally:
             self.wake_at = None
         if self.probe_waits:  # behind a lie's slices: the search starts (from one that failed), the probe after
             return
         if self.probed is None:
-            self.reporter.say(f"the accuracy probe has not answered {grace:.0f} s after the whole graph; "
-                              "the search starts, its slices will race beside it")
+            self.reporter.say(
+                f"the accuracy probe has not answered {grace:.0f} s after the whole graph; "
+                "the search starts, its slices will race beside it"
+            )
         race.lead(self.probed or [])
 
     def localized(self, result: Result) -> list[Candidate]:
@@ -325,8 +358,9 @@ class PoolOracle:
     def lying_reads(self) -> list[tuple[str, str]]:
         """(a node whose fake kernel lies, a node that reads it), in graph order of the readers."""
         args = self.graph.compute_args()
-        return [(liar, reader) for reader, operands in args.items() for liar in sorted(self.mismatched)
-                if liar in operands]
+        return [
+            (liar, reader) for reader, operands in args.items() for liar in sorted(self.mismatched) if liar in operands
+        ]
 
     # --- the standalone check ----------------------------------------------------------------------
 
@@ -338,8 +372,14 @@ class PoolOracle:
         if not self.pool.idle():
             return
         try:
-            trial = standalone_trial(self.session, self.pool, sorted(candidate),
-                                     self.standalone_header(len(candidate)), exact=False, tag=f"-{key_of(candidate)}")
+            trial = standalone_trial(
+                self.session,
+                self.pool,
+                sorted(candidate),
+                self.standalone_header(len(candidate)),
+                exact=False,
+                tag=f"-{key_of(candidate)}",
+            )
         except WorkerLost as e:  # a head start only: the check runs after the search as before
             self.reporter.log(f"the early standalone check could not start: {str(e).splitlines()[0]}", "warning")
             return
@@ -348,8 +388,10 @@ class PoolOracle:
             trial = replace(trial, query=replace(trial.query, own_cache=True))
             self.early = (candidate, trial)
             self.pool.submit(trial.query, background=True)
-            self.reporter.say(f"{self.progress.line()} | the {len(candidate)}-node graph likely ends the search: "
-                              "its standalone check starts beside it")
+            self.reporter.say(
+                f"{self.progress.line()} | the {len(candidate)}-node graph likely ends the search: "
+                "its standalone check starts beside it"
+            )
 
     def drop_early(self) -> None:
         if self.early is not None:
@@ -369,8 +411,10 @@ class PoolOracle:
         return (trial, self.early_result) if self.early_result is not None else None
 
     def standalone_header(self, nodes: int) -> list[str]:
-        return [f"aoti-lens repro_standalone: {nodes} of {self.progress.start_nodes} graph nodes",
-                f"reproduces: {self.target.describe() if self.target else 'the original failure'}"]
+        return [
+            f"aoti-lens repro_standalone: {nodes} of {self.progress.start_nodes} graph nodes",
+            f"reproduces: {self.target.describe() if self.target else 'the original failure'}",
+        ]
 
     # --- candidates and checkpoints ----------------------------------------------------------------
 
@@ -381,8 +425,9 @@ class PoolOracle:
             # provenance names the failing kernel's nodes; an accuracy failure names no kernel
             provenance = self.session.options.slicing and not self.session.accuracy
             return p.QueryRequest(key=key, original=True, save_pt2=save_pt2, provenance=provenance)
-        return p.QueryRequest(key=key, kept=sorted(candidate), values_path=self.session.layout.values,
-                              save_pt2=save_pt2)
+        return p.QueryRequest(
+            key=key, kept=sorted(candidate), values_path=self.session.layout.values, save_pt2=save_pt2
+        )
 
     def accept(self, candidate: Candidate) -> Candidate:
         """A smaller failing graph becomes the current one and, at once, a checkpoint. One the search took
@@ -402,13 +447,30 @@ class PoolOracle:
             self.reporter.log(f"no saved program for the {len(candidate)}-node graph; checkpoint skipped", "warning")
             return False
         pt2, code = saved
-        header = [f"aoti-lens checkpoint: {len(candidate)} of {self.progress.start_nodes} graph nodes",
-                  f"reproduces: {self.target.describe() if self.target else 'the original failure'}"]
-        path = write_checkpoint(self.session.layout, self.session.spec, self.session.accuracy, len(candidate),
-                                pt2, code, header, self.session.options.imports)
+        header = [
+            f"aoti-lens checkpoint: {len(candidate)} of {self.progress.start_nodes} graph nodes",
+            f"reproduces: {self.target.describe() if self.target else 'the original failure'}",
+        ]
+        path = write_checkpoint(
+            self.session.layout,
+            self.session.spec,
+            self.session.accuracy,
+            len(candidate),
+            pt2,
+            code,
+            header,
+            self.session.options.imports,
+        )
         self.progress.checkpoint, self.progress.checkpoint_nodes = path, len(candidate)
-        self.reporter.emit(CheckpointEvent(nodes=len(candidate), path=path, graph=code,
-                                           queries=self.progress.queries, seconds=self.progress.seconds))
+        self.reporter.emit(
+            CheckpointEvent(
+                nodes=len(candidate),
+                path=path,
+                graph=code,
+                queries=self.progress.queries,
+                seconds=self.progress.seconds,
+            )
+        )
         self.reporter.say(f"{self.progress.line()} | checkpoint {path}")
         return True
 
@@ -421,8 +483,9 @@ class Checkpointing:
         self.race = race
         self.oracle = oracle
 
-    def first_failing(self, candidates: Sequence[Candidate], current: Candidate,
-                      then: NextRound | None = None) -> Candidate | None:
+    def first_failing(
+        self, candidates: Sequence[Candidate], current: Candidate, then: NextRound | None = None
+    ) -> Candidate | None:
         self.report_cached(candidates)
         hit = self.race.first_failing(candidates, current, then)
         return self.oracle.accept(hit) if hit is not None else None
@@ -446,8 +509,15 @@ class Checkpointing:
         for candidate in candidates:
             verdict = self.oracle.verdicts.get(candidate)
             if verdict is not None:
-                self.oracle.reporter.emit(CandidateEvent(nodes=len(candidate), verdict=verdict, seconds=0.0,
-                                                         cached=True, queries=self.oracle.progress.queries))
+                self.oracle.reporter.emit(
+                    CandidateEvent(
+                        nodes=len(candidate),
+                        verdict=verdict,
+                        seconds=0.0,
+                        cached=True,
+                        queries=self.oracle.progress.queries,
+                    )
+                )
 
 
 def reaching_outputs(diverged: list[str], args: Mapping[str, Sequence[str]], outputs: Sequence[str]) -> list[str]:
@@ -490,13 +560,25 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         # kernel: 4 nodes, all needed) is still split, its halves would pass.
         small = 0 if session.accuracy == "accuracy" else SMALL_GRAPH
         # the round after a half that fails is the first round from that half, --max-granularity aside
-        current = first_round(session, oracle, race, graph, reporter, then=lambda whole: opening_round(
-            space, whole, max_granularity=options.max_granularity, small_graph=small),
-            after=lambda half: opening_round(space, half, small_graph=small))
+        current = first_round(
+            session,
+            oracle,
+            race,
+            graph,
+            reporter,
+            then=lambda whole: opening_round(space, whole, max_granularity=options.max_granularity, small_graph=small),
+            after=lambda half: opening_round(space, half, small_graph=small),
+        )
         if options.slices_first:
             current = oracle.accept(race.settle_guesses(current))
-        final = minimize(space, current, Checkpointing(race, oracle), max_granularity=options.max_granularity,
-                         small_graph=small, guessed=current != oracle.whole)
+        final = minimize(
+            space,
+            current,
+            Checkpointing(race, oracle),
+            max_granularity=options.max_granularity,
+            small_graph=small,
+            guessed=current != oracle.whole,
+        )
         race.close()
         oracle.stop_guessing()
         if race.implied:
@@ -519,8 +601,11 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> p.ValuesS
         values = pool.call(p.ValuesRequest(path=session.layout.values), timeout=session.options.timeout)
     except WorkerLost as e:
         why = str(e).split("; last log lines")[0]
-        values = p.ValuesStored(path=session.layout.values, stored=[],
-                                error=f"the eager run that saves the graph's values lost its worker ({why})")
+        values = p.ValuesStored(
+            path=session.layout.values,
+            stored=[],
+            error=f"the eager run that saves the graph's values lost its worker ({why})",
+        )
     if values.error:
         reporter.log(f"{values.error}; later nodes are only removed together with their users", "warning")
     for mismatch in values.mismatches:
@@ -528,8 +613,15 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> p.ValuesS
     return values
 
 
-def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphInfo, reporter: Reporter,
-                then: NextRound, after: NextRound) -> Candidate:
+def first_round(
+    session: Session,
+    oracle: PoolOracle,
+    race: Race,
+    graph: GraphInfo,
+    reporter: Reporter,
+    then: NextRound,
+    after: NextRound,
+) -> Candidate:
     """The whole graph's verdict, with the guesses known before it (an earlier `run`'s kernel, the
     accuracy probe) already racing, and the search's first round (`then`) and the rounds after its candidates
     (`after`) on the workers they leave; a guess that failed meanwhile becomes the start. What runs before the
@@ -549,8 +641,14 @@ def first_round(session: Session, oracle: PoolOracle, race: Race, graph: GraphIn
         oracle.reclassify()
     if probing:  # localized by values, not by search: the probe's slices go ahead of the first round
         oracle.probe_first(race)
-    reporter.emit(StartEvent(nodes=len(full), signature=oracle.target or Signature("Any", "any failure"),
-                             graph=graph.code, workers=session.options.workers))
+    reporter.emit(
+        StartEvent(
+            nodes=len(full),
+            signature=oracle.target or Signature("Any", "any failure"),
+            graph=graph.code,
+            workers=session.options.workers,
+        )
+    )
     reporter.say(f"target: {oracle.target.describe() if oracle.target else 'any failure'}")
     won = race.winner(full)
     return oracle.accept(won) if won is not None else full
@@ -563,8 +661,9 @@ def sanity(session: Session, oracle: PoolOracle, full: Candidate) -> Signature:
         why = "it could not be exported" if oracle.verdicts[full] == "export_error" else "it ran without error"
         raise DoesNotFail(f"the graph does not fail here: {why}{': ' + _detail(result) if _detail(result) else ''}")
     if session.check_str and oracle.verdict(result) != "fails":
-        raise DoesNotFail(f"the graph fails, but its error does not match --check-str {session.check_str!r}: "
-                          f"{signature.describe()}")
+        raise DoesNotFail(
+            f"the graph fails, but its error does not match --check-str {session.check_str!r}: {signature.describe()}"
+        )
     return signature
 
 
@@ -597,16 +696,31 @@ def finish(session: Session, oracle: PoolOracle, final: Candidate, reporter: Rep
     if progress.checkpoint_nodes != len(final) and not oracle.write_checkpoint(final):
         if progress.checkpoint is None:
             raise RuntimeError(f"no failing graph could be saved; see the worker logs in {session.layout.work}")
-        reporter.log(f"the {len(final)}-node graph could not be saved; repro.py is the "
-                     f"{progress.checkpoint_nodes}-node checkpoint", "warning")
+        reporter.log(
+            f"the {len(final)}-node graph could not be saved; repro.py is the "
+            f"{progress.checkpoint_nodes}-node checkpoint",
+            "warning",
+        )
     repro = write_repro(session.layout, progress.checkpoint)
-    standalone, fallback = write_standalone(session, oracle.pool, sorted(final), oracle.standalone_header(len(final)),
-                                            oracle.verdict, checked=oracle.early_check(final))
+    standalone, fallback = write_standalone(
+        session,
+        oracle.pool,
+        sorted(final),
+        oracle.standalone_header(len(final)),
+        oracle.verdict,
+        checked=oracle.early_check(final),
+    )
     reporter.say(f"wrote {standalone}" + (f" (falls back to repro.py: {fallback})" if fallback else ""))
     if session.options.copy_to:
         reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")
-    done = DoneEvent(nodes=progress.checkpoint_nodes, repro=repro, queries=progress.queries, seconds=progress.seconds,
-                     start_nodes=progress.start_nodes, signature=oracle.target)
+    done = DoneEvent(
+        nodes=progress.checkpoint_nodes,
+        repro=repro,
+        queries=progress.queries,
+        seconds=progress.seconds,
+        start_nodes=progress.start_nodes,
+        signature=oracle.target,
+    )
     reporter.emit(done)
     return done
 
@@ -616,8 +730,12 @@ def cancel(session: Session, progress: Progress | None, reporter: Reporter) -> N
     checkpoint = progress.checkpoint if progress else None
     if checkpoint:
         write_repro(session.layout, checkpoint, stopped=True)
-    reporter.emit(CancelledEvent(nodes=(progress.checkpoint_nodes or progress.nodes) if progress else 0,
-                                 checkpoint=checkpoint,
-                                 queries=progress.queries if progress else 0,
-                                 seconds=progress.seconds if progress else 0.0))
+    reporter.emit(
+        CancelledEvent(
+            nodes=(progress.checkpoint_nodes or progress.nodes) if progress else 0,
+            checkpoint=checkpoint,
+            queries=progress.queries if progress else 0,
+            seconds=progress.seconds if progress else 0.0,
+        )
+    )
     reporter.say(f"cancelled; best so far: {checkpoint or 'none'}")

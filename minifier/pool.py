@@ -111,8 +111,14 @@ def schedule(slots: list[SlotView], foreground: int, background: int) -> Plan:
 
 
 class _Slot:
-    def __init__(self, index: int, config: PoolConfig, generation: int, forks: ForkServer,
-                 extra_env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        index: int,
+        config: PoolConfig,
+        generation: int,
+        forks: ForkServer,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
         self.index = index
         self.extra_env = dict(extra_env or {})  # what one query needs beyond the workers' own (see Pool.submit)
         self.log_path = worklog.worker_log(config.log_dir, index)
@@ -122,8 +128,12 @@ class _Slot:
             with open(self.log_path, "a+b") as log:  # readable too: a worker keeps its own log short
                 log.write(worklog.worker_header(index, generation, forks.pid).encode())
                 log.flush()
-                self.proc = forks.spawn({**_worker_env(config, index), **self.extra_env}, config.init.work_dir,
-                                        (req_read, rep_write, log.fileno()), config.start_timeout)
+                self.proc = forks.spawn(
+                    {**_worker_env(config, index), **self.extra_env},
+                    config.init.work_dir,
+                    (req_read, rep_write, log.fileno()),
+                    config.start_timeout,
+                )
         except (ForkServerGone, OSError) as e:
             for fd in (self.req_write, self.rep_read):
                 os.close(fd)
@@ -250,7 +260,9 @@ class Pool:
                     self._replace(slot)
                 return reply
             if slot.state == "dead" or time.monotonic() > slot.deadline:
-                detail = slot.death() if slot.state == "dead" else f"no answer within {slot.deadline - slot.sent_at:.0f} s"
+                detail = (
+                    slot.death() if slot.state == "dead" else f"no answer within {slot.deadline - slot.sent_at:.0f} s"
+                )
                 self._replace(slot)
                 raise WorkerLost(f"worker failed on {type(request).__name__}: {detail}")
 
@@ -291,8 +303,9 @@ class Pool:
         return max(0, free - len(self.foreground) - len(self.background))
 
     def in_flight(self) -> bool:
-        return bool(self.foreground or self.background or self.unclaimed) or any(s.current is not None
-                                                                                 for s in self.slots)
+        return bool(self.foreground or self.background or self.unclaimed) or any(
+            s.current is not None for s in self.slots
+        )
 
     def running(self, key: str) -> bool:
         return any(s.current is not None and s.current.key == key for s in self.slots)
@@ -343,8 +356,15 @@ class Pool:
 
     def _dispatch(self) -> None:
         self._refresh()
-        views = [SlotView(s.state, None if s.current is None else "background" if s.background else "foreground",
-                          s.sent_at, s.warm) for s in self.slots]
+        views = [
+            SlotView(
+                s.state,
+                None if s.current is None else "background" if s.background else "foreground",
+                s.sent_at,
+                s.warm,
+            )
+            for s in self.slots
+        ]
         plan = schedule(views, len(self.foreground), len(self.background))
         for index, task in plan.starts:
             slot = self.slots[index]
@@ -503,9 +523,10 @@ def _crash_hint(log_tail: str, returncode: int) -> str:
     phase = worklog.last_phase(log_tail)
     if phase == "load":
         compiler = os.environ.get("CXX", "g++")
-        return (f" while loading the compiled AOTI package: packages built by {compiler} that link a libstdc++ "
-                "other than this Python's crash like this (try CXX=/usr/bin/g++ CC=/usr/bin/gcc)")
+        return (
+            f" while loading the compiled AOTI package: packages built by {compiler} that link a libstdc++ "
+            "other than this Python's crash like this (try CXX=/usr/bin/g++ CC=/usr/bin/gcc)"
+        )
     if phase == "compile":
         return " while compiling"
     return ""
-

@@ -43,8 +43,11 @@ def env_set(name: str, value: str) -> Iterator[None]:
 def with_this_package(env: Mapping[str, str]) -> dict[str, str]:
     """`env` for a Python child that must import this very `minifier` (first on its path, so that
     driver, workers and server speak one protocol version) and print unbuffered."""
-    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")])),
-            "PYTHONUNBUFFERED": "1"}
+    return {
+        **env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_PARENT, env.get("PYTHONPATH")])),
+        "PYTHONUNBUFFERED": "1",
+    }
 
 
 def signal_name(number: int) -> str:

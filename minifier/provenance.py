@@ -61,19 +61,43 @@ def read_kernel_source(kernel: KernelRef) -> str | None:
 
 # Kernel names use the ATen ops Inductor saw after decomposing the exported graph's ops.
 _DECOMPOSED_FROM = {
-    "native_layer_norm": "layer_norm", "native_batch_norm": "batch_norm", "native_group_norm": "group_norm",
-    "_native_batch_norm_legit_no_training": "batch_norm", "native_dropout": "dropout", "addmm": "linear",
-    "mm": "linear", "t": "linear", "bmm": "matmul", "convolution": "conv2d", "_softmax": "softmax",
-    "_log_softmax": "log_softmax", "erf": "gelu",
+    "native_layer_norm": "layer_norm",
+    "native_batch_norm": "batch_norm",
+    "native_group_norm": "group_norm",
+    "_native_batch_norm_legit_no_training": "batch_norm",
+    "native_dropout": "dropout",
+    "addmm": "linear",
+    "mm": "linear",
+    "t": "linear",
+    "bmm": "matmul",
+    "convolution": "conv2d",
+    "_softmax": "softmax",
+    "_log_softmax": "log_softmax",
+    "erf": "gelu",
 }
 MAX_ANCHORS = 4
 
 
 # Ops whose compile (autotuning, template kernels) can cost more than the rest of a small graph.
-EXPENSIVE_OPS = {"convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
-                 "conv_transpose3d", "mm", "bmm", "addmm", "baddbmm", "matmul", "linear",
-                 "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
-                 "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
+EXPENSIVE_OPS = {
+    "convolution",
+    "conv1d",
+    "conv2d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "conv_transpose3d",
+    "mm",
+    "bmm",
+    "addmm",
+    "baddbmm",
+    "matmul",
+    "linear",
+    "scaled_dot_product_attention",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+}
 
 
 def failing_kernel(error: ErrorAnalysis | None, log: str, provenance: Mapping[str, list[str]]) -> KernelRef | None:
@@ -152,8 +176,13 @@ def _handle_number(key: str) -> int:
     return int(number) if number.isdigit() else 0
 
 
-def resolve_kernel(kernel: KernelRef, graph: GraphInfo, source: str | None, extra_texts: Iterable[str] = (),
-                   provenance: Mapping[str, list[str]] | None = None) -> KernelRef:
+def resolve_kernel(
+    kernel: KernelRef,
+    graph: GraphInfo,
+    source: str | None,
+    extra_texts: Iterable[str] = (),
+    provenance: Mapping[str, list[str]] | None = None,
+) -> KernelRef:
     """Fill in the kernel's name, ATen ops and source nodes from its file and the graph.
 
     Source nodes are exact when Inductor names them (`provenance`: kernel name -> graph nodes, from
@@ -168,7 +197,8 @@ def resolve_kernel(kernel: KernelRef, graph: GraphInfo, source: str | None, extr
         nodes = sorted((n for n in kernel.source_nodes if n in compute), key=_order(graph))
         return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes)
     nodes = _tracked_source_nodes(name, provenance or {}, graph) or _named_source_nodes(
-        name, [source or "", *extra_texts], graph)
+        name, [source or "", *extra_texts], graph
+    )
     if nodes:
         return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes, exact=True)
     covers = [c for _, c in _anchored_covers(ops, graph)]
@@ -219,8 +249,11 @@ def _with_parts(nodes: frozenset[str], graph: GraphInfo) -> frozenset[str]:
     that read them, and a cond its branches' nodes (`<branch>.<node>`, which read the cond): without them
     its outputs are dead code or its branches empty, and the bug is compiled away (the relu inside a cond
     branch of nn-transformer-cond, whose kernel Inductor traces to the cond: each slice passed)."""
-    parts = {n.name for n in graph.nodes if n.kind == "compute" and set(n.args) & nodes
-             and (n.op == "getitem" or BRANCH_SEPARATOR in n.name)}
+    parts = {
+        n.name
+        for n in graph.nodes
+        if n.kind == "compute" and set(n.args) & nodes and (n.op == "getitem" or BRANCH_SEPARATOR in n.name)
+    }
     return nodes | parts
 
 
@@ -296,8 +329,11 @@ def _name_at_line(source: str | None, line: int | None) -> str | None:
     """The kernel function enclosing `line` (1-based) of a generated kernel file."""
     if not source:
         return None
-    names = [(source.count("\n", 0, m.start()) + 1, m.group("name"))
-             for pattern in (_DEF, _CPP_FUNC) for m in pattern.finditer(source)]
+    names = [
+        (source.count("\n", 0, m.start()) + 1, m.group("name"))
+        for pattern in (_DEF, _CPP_FUNC)
+        for m in pattern.finditer(source)
+    ]
     names.sort()
     if not names:
         return None

@@ -30,8 +30,9 @@ class Trial:
     query: p.QueryRequest
 
 
-def standalone_trial(session: Session, pool: Pool, kept: list[str], header: list[str], exact: bool,
-                     tag: str = "") -> Trial | str:
+def standalone_trial(
+    session: Session, pool: Pool, kept: list[str], header: list[str], exact: bool, tag: str = ""
+) -> Trial | str:
     """The graph made of `kept` as repro_standalone.py, or why it cannot be written as code."""
     reply = pool.call(p.StandaloneRequest(kept=kept, values_path=session.layout.values, exact=exact))
     if not isinstance(reply, p.StandaloneCode) or reply.code is None:
@@ -42,9 +43,14 @@ def standalone_trial(session: Session, pool: Pool, kept: list[str], header: list
     return Trial(text, p.QueryRequest(key=os.path.basename(path), script=path))
 
 
-def write_standalone(session: Session, pool: Pool, kept: list[str], header: list[str],
-                     verdict: Callable[[Result], Verdict], checked: tuple[Trial, Result] | None = None
-                     ) -> tuple[str, str | None]:
+def write_standalone(
+    session: Session,
+    pool: Pool,
+    kept: list[str],
+    header: list[str],
+    verdict: Callable[[Result], Verdict],
+    checked: tuple[Trial, Result] | None = None,
+) -> tuple[str, str | None]:
     """Write repro_standalone.py; returns its path and, where it falls back to repro.py, why. `checked`: the
     seeded-random attempt, already run beside the search."""
     layout = session.layout

@@ -75,9 +75,15 @@ def environment(spec: LauncherSpec) -> dict[str, Any]:
     """The versions, from a child process that imports torch; {"error": ...} when it cannot."""
     assignments = [[a.module, a.attr, repr(a.value)] for a in spec.config]
     try:
-        proc = subprocess.run([sys.executable, "-m", "minifier.environment"], input=json.dumps(assignments),
-                              capture_output=True, text=True, timeout=ENVIRONMENT_TIMEOUT,
-                              env=with_this_package(os.environ), cwd=PACKAGE_PARENT)  # no workspace module shadows ours
+        proc = subprocess.run(
+            [sys.executable, "-m", "minifier.environment"],
+            input=json.dumps(assignments),
+            capture_output=True,
+            text=True,
+            timeout=ENVIRONMENT_TIMEOUT,
+            env=with_this_package(os.environ),
+            cwd=PACKAGE_PARENT,
+        )  # no workspace module shadows ours
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"error": f"could not collect the environment: {e}"}
     try:
@@ -91,13 +97,26 @@ def _versions(env: dict[str, Any], failure: Failure | None) -> list[str]:
         torch = failure.torch_version if failure else "?"
         return [f"torch {torch} (from failure.json); {env['error']}", ""]
     gpus = ", ".join(env["gpus"]) or "none"
-    rows = [("torch", env["torch"]), ("CUDA", env["cuda"] or "none (CPU build)"), ("Triton", env["triton"] or "none"),
-            ("GPU", gpus), ("C++ compiler", env["cxx"]), ("Python", env["python"]), ("platform", env["platform"])]
+    rows = [
+        ("torch", env["torch"]),
+        ("CUDA", env["cuda"] or "none (CPU build)"),
+        ("Triton", env["triton"] or "none"),
+        ("GPU", gpus),
+        ("C++ compiler", env["cxx"]),
+        ("Python", env["python"]),
+        ("platform", env["platform"]),
+    ]
     if failure:
         rows.append(("failed on", failure.device))
     lines = ["| | |", "| --- | --- |", *[f"| {k} | {str(v).replace('|', '/')} |" for k, v in rows], ""]
-    return lines + ["<details><summary>python -m torch.utils.collect_env</summary>", "", _fence(env["collect_env"]),
-                    "", "</details>", ""]
+    return lines + [
+        "<details><summary>python -m torch.utils.collect_env</summary>",
+        "",
+        _fence(env["collect_env"]),
+        "",
+        "</details>",
+        "",
+    ]
 
 
 def _config(spec: LauncherSpec, env: dict[str, Any]) -> list[str]:
@@ -118,14 +137,18 @@ def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env:
         repro_text = f.read()
     graph = read_repro_graph(layout.repro_py) or "(repro.py holds no readable graph)"
     shrink = _shrink(layout, repro_text)
-    signature = failure.signature.describe() if failure else (shrink.signature.describe() if shrink and
-                                                                shrink.signature else "AOTI failure")
+    signature = (
+        failure.signature.describe()
+        if failure
+        else (shrink.signature.describe() if shrink and shrink.signature else "AOTI failure")
+    )
     entry = "torch._inductor.aoti_compile_and_package / aoti_load_package"
-    lines = [f"# AOTI failure: {signature}", "", "### Describe the bug", "",
-             f"`{entry}` fails with `{signature}`."]
+    lines = [f"# AOTI failure: {signature}", "", "### Describe the bug", "", f"`{entry}` fails with `{signature}`."]
     if shrink:
-        lines[-1] += (f" aoti-lens minimized the exported program from {shrink.start_nodes} to {shrink.nodes} "
-                      f"graph node{'s' if shrink.nodes != 1 else ''}; the repro below fails the same way.")
+        lines[-1] += (
+            f" aoti-lens minimized the exported program from {shrink.start_nodes} to {shrink.nodes} "
+            f"graph node{'s' if shrink.nodes != 1 else ''}; the repro below fails the same way."
+        )
     lines.append("")
     if failure:
         lines += ["Error:", "", _fence(f"{failure.headline}\n\n{error_excerpt(failure.details)}"), ""]

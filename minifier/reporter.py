@@ -19,8 +19,9 @@ from .events import EVENTS_LOG_LIMIT, BeginEvent, Command, Event, LogEvent, enco
 
 
 def begin_event(command: Command, launcher: str) -> BeginEvent:
-    return BeginEvent(command=command, pid=os.getpid(), host=socket.gethostname(), started=time.time(),
-                      launcher=launcher)
+    return BeginEvent(
+        command=command, pid=os.getpid(), host=socket.gethostname(), started=time.time(), launcher=launcher
+    )
 
 
 def append_events(path: str, events: Iterable[Event]) -> None:

@@ -26,8 +26,9 @@ def reproduce(session: Session, reporter: Reporter) -> Failure | None:
     try:
         graph = pool.call(p.DescribeRequest()).graph
         reporter.warn_new(pool.warnings, set())
-        [result] = pool.evaluate([p.QueryRequest(key=ORIGINAL_KEY, original=True, provenance=True)],
-                                 on_result=lambda r: True)
+        [result] = pool.evaluate(
+            [p.QueryRequest(key=ORIGINAL_KEY, original=True, provenance=True)], on_result=lambda r: True
+        )
     finally:
         pool.close()
     if classify(result, None, session.check_str) != "fails":

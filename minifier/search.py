@@ -43,12 +43,12 @@ NextRound = Callable[[Candidate], Sequence[Candidate]]
 
 
 class Oracle(Protocol):
-    def first_failing(self, candidates: Sequence[Candidate], current: Candidate,
-                      then: NextRound | None = None) -> Candidate | None:
+    def first_failing(
+        self, candidates: Sequence[Candidate], current: Candidate, then: NextRound | None = None
+    ) -> Candidate | None:
         """Test candidates (concurrently where it can); return a failing graph smaller than `current`,
         one of them or one found meanwhile by other means, or None. `then(hit)` is the round that would
         follow `hit`: an oracle may start it early."""
-
 
     def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
         """Test the candidates, all but those larger than one that fails; those that fail, smallest first (ties
@@ -129,11 +129,15 @@ def smallest_failure_known(candidates: Sequence[Candidate], verdicts: Mapping[Ca
     return False
 
 
-def _with_implied_failures(verdicts: Mapping[Candidate, str], ahead: Mapping[Candidate, Sequence[Candidate]]
-                           ) -> Mapping[Candidate, str]:
+def _with_implied_failures(
+    verdicts: Mapping[Candidate, str], ahead: Mapping[Candidate, Sequence[Candidate]]
+) -> Mapping[Candidate, str]:
     """The verdicts, and "fails" for each undecided candidate whose round after it holds a failing graph."""
-    implied = {c: "fails" for c, upcoming in ahead.items()
-               if c not in verdicts and any(verdicts.get(u) == "fails" for u in upcoming)}
+    implied = {
+        c: "fails"
+        for c, upcoming in ahead.items()
+        if c not in verdicts and any(verdicts.get(u) == "fails" for u in upcoming)
+    }
     return {**verdicts, **implied} if implied else verdicts
 
 
@@ -202,8 +206,9 @@ class Race:
         failing = [r for r in self.racers if self.tester.verdicts.get(r) == "fails" and len(r) < len(current)]
         return min(failing, key=canonical) if failing else None
 
-    def first_failing(self, candidates: Sequence[Candidate], current: Candidate,
-                      then: NextRound | None = None) -> Candidate | None:
+    def first_failing(
+        self, candidates: Sequence[Candidate], current: Candidate, then: NextRound | None = None
+    ) -> Candidate | None:
         """One round: its smallest failing candidate, or a guess that answered first; None if none fails.
         While it waits, the round `then` would follow with runs ahead on spare workers: the failing
         candidate's once one failed, before that each undecided candidate's, best first."""
@@ -220,9 +225,9 @@ class Race:
                 hit = next(c for c in ranked if known.get(c) == "fails")
                 break
             first = next((c for c in ranked if known.get(c) == "fails"), None)
-            deciding = ranked if first is None else ranked[:ranked.index(first)]
+            deciding = ranked if first is None else ranked[: ranked.index(first)]
             untested = [c for c in candidates if c not in known and c in deciding]
-            stale = ranked[len(deciding) + 1:]  # can no longer be the round's result
+            stale = ranked[len(deciding) + 1 :]  # can no longer be the round's result
             if then is not None:  # the failing one, else those still undecided, best first
                 hopefuls = [first] if first is not None else sorted(untested, key=len)
                 stale += self._rounds_after(ahead, hopefuls, then)
@@ -258,8 +263,11 @@ class Race:
                         self._drop(candidate)
                 ranked = kept
             failed = next((i for i, c in enumerate(ranked) if verdicts.get(c) == "fails"), len(ranked))
-            untested = [c for i, c in enumerate(ranked) if c not in verdicts and (
-                i < failed or len(c) == len(ranked[failed]) and self.tester.compiling(c))]
+            untested = [
+                c
+                for i, c in enumerate(ranked)
+                if c not in verdicts and (i < failed or (len(c) == len(ranked[failed]) and self.tester.compiling(c)))
+            ]
             if not untested:
                 break
             for candidate in reversed(untested) if several else untested:
@@ -276,7 +284,8 @@ class Race:
         node alone, and the round queued single nodes first), or `current` holds nodes known to fail together."""
         verdicts = self.tester.verdicts
         guessed = current in self.racers and any(
-            len(c) == 1 and c in self.racers and verdicts.get(c, "passes") == "passes" for c in candidates)
+            len(c) == 1 and c in self.racers and verdicts.get(c, "passes") == "passes" for c in candidates
+        )
         return guessed or any(len(nodes) > 1 and nodes <= current for nodes in self.together)
 
     def expect_final(self, candidate: Candidate) -> None:
@@ -315,8 +324,9 @@ class Race:
         self.implied += len(implied)
         return [c for c in candidates if c not in implied]
 
-    def _rounds_after(self, ahead: dict[Candidate, list[Candidate]], hopefuls: list[Candidate], then: NextRound
-                      ) -> list[Candidate]:
+    def _rounds_after(
+        self, ahead: dict[Candidate, list[Candidate]], hopefuls: list[Candidate], then: NextRound
+    ) -> list[Candidate]:
         """Keep `ahead` to the rounds after `hopefuls` (in their order, which is the order they get spare
         workers in), and say what the rounds it no longer holds had that those it holds have not: work for
         a candidate that passed, or that ranks after a failing one, to be stopped. Past the first, a round is
@@ -337,11 +347,12 @@ class Race:
         candidates keep every worker they can use (on two workers, queuing them all made BERT's index_put
         search 1.4x slower)."""
         waiting = [c for c in upcoming if c not in self.running and c not in self.tester.verdicts]
-        for candidate in waiting[:self.tester.spare()]:
+        for candidate in waiting[: self.tester.spare()]:
             self._start(candidate, background=True)
 
-    def _run_ahead_beyond(self, upcoming: list[Candidate], beyond: dict[Candidate, list[Candidate]],
-                          after: NextRound) -> None:
+    def _run_ahead_beyond(
+        self, upcoming: list[Candidate], beyond: dict[Candidate, list[Candidate]], after: NextRound
+    ) -> None:
         """The rounds after `upcoming`'s candidates on the workers they leave, best first; a candidate's is
         stopped once it passes (its parts pass too)."""
         for first in sorted(upcoming, key=len):
@@ -373,18 +384,32 @@ class Race:
 SMALL_GRAPH = 8
 
 
-def opening_round(space: Space, start: Candidate, *, max_granularity: int | None = None,
-                  small_graph: int = SMALL_GRAPH, guessed: bool = False) -> list[Candidate]:
+def opening_round(
+    space: Space,
+    start: Candidate,
+    *,
+    max_granularity: int | None = None,
+    small_graph: int = SMALL_GRAPH,
+    guessed: bool = False,
+) -> list[Candidate]:
     """The candidates of minimize's first round from `start` (its arguments), to run while `start`'s own
     verdict is awaited."""
     n = _first_granularity(start, max_granularity, _split_below(small_graph, guessed))
     return _round(space, start, min(n, len(start)))[2]
 
 
-def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity: int | None = None,
-             small_graph: int = SMALL_GRAPH, guessed: bool = False) -> Candidate:
+def minimize(
+    space: Space,
+    start: Candidate,
+    oracle: Oracle,
+    *,
+    max_granularity: int | None = None,
+    small_graph: int = SMALL_GRAPH,
+    guessed: bool = False,
+) -> Candidate:
     """ddmin from `start`. A small graph is split into single nodes at once: always when it is a guess that
     won (`guessed`: the start, or a hit from outside the round), and up to `small_graph` nodes otherwise."""
+
     def after(hit: Candidate, chunks: list[Candidate], complements: list[Candidate], n: int) -> int:
         """The granularity of the round after `hit`: a chunk, or a guess that won, starts again at halves
         (single nodes when small); a complement has one chunk fewer."""
@@ -415,8 +440,9 @@ def minimize(space: Space, start: Candidate, oracle: Oracle, *, max_granularity:
     return current
 
 
-def _drop_removable(space: Space, current: Candidate, candidates: list[Candidate], complements: list[Candidate],
-                    oracle: Oracle) -> Candidate | None:
+def _drop_removable(
+    space: Space, current: Candidate, candidates: list[Candidate], complements: list[Candidate], oracle: Oracle
+) -> Candidate | None:
     """The single nodes' round, waiting for every node's complement; then, where several of them fail, the graph
     without all of those nodes at once. A failure that needs a few of k nodes so loses the others in two rounds,
     not in one round per node (Qwen2's complex sub on the H200: 6 -> 3 nodes in 3 rounds, 20 s). Its single-node
@@ -454,7 +480,7 @@ def _split(items: list[str], n: int) -> list[Candidate]:
     chunks, at = [], 0
     for i in range(n):
         width = size + (1 if i < extra else 0)
-        chunks.append(frozenset(items[at:at + width]))
+        chunks.append(frozenset(items[at : at + width]))
         at += width
     return [c for c in chunks if c]
 

@@ -50,8 +50,11 @@ class Session:
             reporter.record_to(self.layout.events_log, command, self.spec.path)
             removed = recover(self.layout)
             if killed is not None:
-                reporter.log(f"the previous run on this dump, {killed.describe()}, was killed before it ended; "
-                             "its checkpoints are checked, and this run starts afresh", "warning")
+                reporter.log(
+                    f"the previous run on this dump, {killed.describe()}, was killed before it ended; "
+                    "its checkpoints are checked, and this run starts afresh",
+                    "warning",
+                )
             if removed:
                 reporter.log(f"removed what an interrupted run left half-written: {', '.join(removed)}", "warning")
             yield
@@ -70,11 +73,21 @@ class Session:
         fork_server(self._pool_config(0)).close()
 
     def _pool_config(self, size: int) -> PoolConfig:
-        init = p.InitRequest(launcher=self.spec, work_dir=self.layout.work,
-                             export_mode=self.options.export_mode, accuracy=self.accuracy,
-                             imports=self.options.imports)
-        return PoolConfig(init=init, log_dir=self.layout.work, size=size, devices=self.options.devices,
-                          timeout=self.options.timeout, keep_warm=self.options.keep_warm)
+        init = p.InitRequest(
+            launcher=self.spec,
+            work_dir=self.layout.work,
+            export_mode=self.options.export_mode,
+            accuracy=self.accuracy,
+            imports=self.options.imports,
+        )
+        return PoolConfig(
+            init=init,
+            log_dir=self.layout.work,
+            size=size,
+            devices=self.options.devices,
+            timeout=self.options.timeout,
+            keep_warm=self.options.keep_warm,
+        )
 
     def saved_failure(self) -> Failure | None:
         """What an earlier `aoti-minify run` wrote, if anything readable."""

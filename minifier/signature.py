@@ -169,11 +169,17 @@ def _triton_compile_error(text: str) -> ErrorAnalysis | None:
     found = _TRITON_AT.search(text)
     if found is None:
         return None
-    following = text[found.end():].splitlines()
+    following = text[found.end() :].splitlines()
     detail = next((ln.strip() for ln in reversed(following[:12]) if ln.strip() and not ln.strip().startswith("^")), "")
     kernel = _kernel_named_in(text) or KernelRef()
-    kernel = KernelRef(kernel.name, kernel.file, int(found.group("line")), int(found.group("col")),
-                       kernel.source_nodes, kernel.aten_ops)
+    kernel = KernelRef(
+        kernel.name,
+        kernel.file,
+        int(found.group("line")),
+        int(found.group("col")),
+        kernel.source_nodes,
+        kernel.aten_ops,
+    )
     return _analysis(found.group("type"), detail or found.group(0), kernel)
 
 

@@ -25,8 +25,8 @@ import traceback
 
 from . import cpu_isa
 from . import worker_protocol as p
-from .procs import WORKER_NAME, env_set, name_process
 from .layout import CACHES, PACKAGES
+from .procs import WORKER_NAME, env_set, name_process
 from .signature import Phase, analyze_error
 from .worklog import CODEGEN_FAILED, LOG_LIMIT, compiled_mark, keep_under, phase, provenance_mark, sampling_stacks
 
@@ -50,6 +50,7 @@ class Worker:
             return self.start(request)
         if isinstance(request, p.DescribeRequest):
             from .graph import describe
+
             return p.Described(graph=describe(self.flat))
         if isinstance(request, p.ValuesRequest):
             return self.store_values(request.path)
@@ -65,6 +66,7 @@ class Worker:
         if compiler:
             return p.WorkerFailed(code="environment", message=compiler)
         import torch
+
         for module in request.imports:
             try:
                 importlib.import_module(module)
@@ -73,13 +75,16 @@ class Worker:
         warnings = _apply_config(request.launcher)
         cpu_isa.forget_inherited(request.launcher.config_patches)
         if request.launcher.torch_version and request.launcher.torch_version != torch.__version__:
-            warnings.append(f"the launcher was written by torch {request.launcher.torch_version}; "
-                            f"replaying it with torch {torch.__version__}")
+            warnings.append(
+                f"the launcher was written by torch {request.launcher.torch_version}; "
+                f"replaying it with torch {torch.__version__}"
+            )
         try:
             self.ep = _load_program(request.launcher.pt2)
         except Exception as e:
             return p.WorkerFailed(code="bad_input", message=_load_failure(request.launcher.pt2, e))
         from .graph import flatten
+
         try:
             self.flat = flatten(self.ep)
         except NotImplementedError as e:
@@ -89,18 +94,26 @@ class Worker:
 
     def store_values(self, path: str) -> p.Reply:
         import torch
+
         from .graph import concrete_values, fake_mismatches
+
         phase("values", path)
         values, error = concrete_values(self.flat)
         torch.save(values, path + ".tmp")
         os.replace(path + ".tmp", path)
-        return p.ValuesStored(path=path, stored=sorted(values), error=error, poisoned=_poisons_cuda(error or ""),
-                              mismatches=fake_mismatches(self.flat, values))
+        return p.ValuesStored(
+            path=path,
+            stored=sorted(values),
+            error=error,
+            poisoned=_poisons_cuda(error or ""),
+            mismatches=fake_mismatches(self.flat, values),
+        )
 
     def warm(self) -> p.Reply:
         """The seconds of imports and first-trace set-up that a fresh worker's first candidate would pay,
         paid instead while it waits for the whole graph to compile elsewhere."""
         import torch
+
         from .graph import program_device
 
         class Tiny(torch.nn.Module):
@@ -133,17 +146,21 @@ class Worker:
                 ep, args, eager = self._export_candidate(request)
                 kwargs = {}
         except Exception as e:
-            return p.Outcome(key=request.key, status="export_error", seconds=time.monotonic() - start,
-                             text=f"{type(e).__name__}: {e}"[:4000])
+            return p.Outcome(
+                key=request.key,
+                status="export_error",
+                seconds=time.monotonic() - start,
+                text=f"{type(e).__name__}: {e}"[:4000],
+            )
         package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
         from .graph import readable_code
+
         code = readable_code(eager)
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
         saved = self._save(ep, request.save_pt2, code)
         own_cache = os.path.join(self.init.work_dir, CACHES, request.key) if request.own_cache else None
         try:
-            with recording_provenance() if request.provenance else contextlib.nullcontext(), \
-                    inductor_cache(own_cache):
+            with recording_provenance() if request.provenance else contextlib.nullcontext(), inductor_cache(own_cache):
                 compiled = self._compile(ep, package)
             self._run(compiled, eager, args, kwargs)
         except Exception as e:
@@ -152,8 +169,16 @@ class Worker:
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
             error = analyze_error(type(e).__name__, str(e), self.phase, raising_frame(e))
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
-            return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start, error=error,
-                             text=_clip(text), code=code, pt2=saved, poisoned=poisoned)
+            return p.Outcome(
+                key=request.key,
+                status="raised",
+                seconds=time.monotonic() - start,
+                error=error,
+                text=_clip(text),
+                code=code,
+                pt2=saved,
+                poisoned=poisoned,
+            )
         finally:
             _remove(package)
             _release_cuda_cache()
@@ -164,6 +189,7 @@ class Worker:
 
     def standalone(self, request: p.StandaloneRequest) -> p.Reply:
         from .standalone import NotRebuildable, standalone_code
+
         try:
             code = standalone_code(self.flat, set(request.kept), self._values(request.values_path), request.exact)
         except NotRebuildable as e:
@@ -175,30 +201,38 @@ class Worker:
         an output, each output compared with the eager fp32 and fp64 references as the accuracy check
         compares the graph's own outputs. Any error makes the probe inconclusive, never a verdict."""
         import torch
+
         from .graph import build_candidate, dynamic_shapes, probe_outputs
+
         package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
         try:
             values = self._values(request.values_path)
             names = probe_outputs(self.flat, values)
             gm, inputs, dims = build_candidate(self.flat, set(_compute_nodes(self.flat)), values, outputs=names)
             # the original's Dims, as for every candidate: a bug of symbolic sizes alone diverges only then
-            ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims),
-                                     strict=self.init.export_mode == "dynamo")
+            ep = torch.export.export(
+                gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=self.init.export_mode == "dynamo"
+            )
             compiled = self._compile(ep, package)
             phase("run", "probe")
             with torch.no_grad():
                 results = compiled(*inputs)
             diverged = _diverging(gm, inputs, names, results, self.init.accuracy or "accuracy")
         except Exception as e:
-            return p.Outcome(key=request.key, status="raised", seconds=time.monotonic() - start,
-                             text=_clip(f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"),
-                             poisoned=_poisons_cuda(str(e)))
+            return p.Outcome(
+                key=request.key,
+                status="raised",
+                seconds=time.monotonic() - start,
+                text=_clip(f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"),
+                poisoned=_poisons_cuda(str(e)),
+            )
         finally:
             _remove(package)
         return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, diverged=diverged)
 
     def _values(self, path: str | None) -> dict:
         import torch
+
         if self.values is None or self.values_path != path:
             self.values = {}
             if path and os.path.exists(path):
@@ -208,7 +242,9 @@ class Worker:
 
     def _export_candidate(self, request: p.QueryRequest):
         import torch
+
         from .graph import build_candidate, dynamic_shapes
+
         gm, inputs, dims = build_candidate(self.flat, set(request.kept), self._values(request.values_path))
         strict = self.init.export_mode == "dynamo"
         ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=strict)
@@ -216,6 +252,7 @@ class Worker:
 
     def _compile(self, ep, package: str):
         import torch
+
         patches = dict(self.init.launcher.config_patches)
         with torch.no_grad():
             self._enter("compile", package)
@@ -229,6 +266,7 @@ class Worker:
 
     def _run(self, compiled, eager, args, kwargs) -> None:
         import torch
+
         with torch.no_grad():
             self._enter("run", "")
             if self.init.accuracy:
@@ -246,6 +284,7 @@ class Worker:
         if not path:
             return None
         import torch
+
         try:
             torch.export.save(ep, path + ".tmp")
             os.replace(path + ".tmp", path)
@@ -265,6 +304,7 @@ def _export_script(path: str):
     import runpy
 
     import torch
+
     namespace = runpy.run_path(path, run_name="aoti_lens_standalone")
     model, inputs = namespace["Repro"](), namespace["make_inputs"]()
     ep = torch.export.export(model, inputs, dynamic_shapes=namespace["DYNAMIC_SHAPES"])
@@ -307,8 +347,11 @@ def disk_full(error: BaseException) -> bool:
 
 def _disk_full_reply(error: BaseException) -> p.WorkerFailed:
     where = getattr(error, "filename", None) or f"the Inductor cache or {os.getcwd()}"
-    return p.WorkerFailed(code="environment", message=f"no space left on device (or over quota) writing {where}: "
-                          "free some space, or pass --output-dir DIR; the checkpoints written so far are intact")
+    return p.WorkerFailed(
+        code="environment",
+        message=f"no space left on device (or over quota) writing {where}: "
+        "free some space, or pass --output-dir DIR; the checkpoints written so far are intact",
+    )
 
 
 def _release_cuda_cache() -> None:
@@ -316,6 +359,7 @@ def _release_cuda_cache() -> None:
     error again, which must not replace the candidate's verdict (seen on the H200: an illegal memory
     access in Llama's compiled run ended `run` with an internal error); the worker is retired anyway."""
     import torch
+
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         try:
             torch.cuda.empty_cache()
@@ -373,6 +417,7 @@ def recording_provenance():
 def marking_compile_times():
     """Mark in the log, when a compile ends (or raises), how long it took and in which of Inductor's timers."""
     from torch._dynamo import utils as dynamo_utils
+
     timers = getattr(dynamo_utils, "compilation_time_metrics", {})  # a torch without them: the seconds alone
     before = {key: sum(times) for key, times in timers.items()}
     start = time.monotonic()
@@ -380,8 +425,9 @@ def marking_compile_times():
         with sampling_stacks(_stack_interval()):
             yield
     finally:
-        compiled_mark(time.monotonic() - start,
-                      {key: sum(times) - before.get(key, 0.0) for key, times in timers.items()})
+        compiled_mark(
+            time.monotonic() - start, {key: sum(times) - before.get(key, 0.0) for key, times in timers.items()}
+        )
 
 
 def _stack_interval() -> float:
@@ -395,7 +441,10 @@ def _stack_interval() -> float:
 
 
 # The backends whose codegen_node turns one scheduler node (fused or not) into a kernel.
-_CODEGEN_BACKENDS = (("torch._inductor.codegen.cpp", "CppScheduling"), ("torch._inductor.codegen.simd", "SIMDScheduling"))
+_CODEGEN_BACKENDS = (
+    ("torch._inductor.codegen.cpp", "CppScheduling"),
+    ("torch._inductor.codegen.simd", "SIMDScheduling"),
+)
 
 
 @contextlib.contextmanager
@@ -426,6 +475,7 @@ def _recording(codegen_node, kernels: dict[str, list[str]], debug):
             if not any(key.endswith(CODEGEN_FAILED) for key in kernels):
                 kernels[f"{node.get_name()}:{CODEGEN_FAILED}"] = _graph_nodes_of(node, debug)
             raise
+
     return wrapped
 
 
@@ -459,9 +509,19 @@ def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
         except Exception:  # as for PyTorch's check: without fp64 outputs, the fp32 run is the reference
             fp64 = reference
     loose = mode == "accuracy"
-    return [name for name, ref, res, ref64 in zip(names, reference, results, fp64)
-            if not same(ref, res, ref64, tol=dynamo_config.repro_tolerance, equal_nan=True, ignore_non_fp=loose,
-                        log_error=lambda *args, **kwargs: None)]
+    return [
+        name
+        for name, ref, res, ref64 in zip(names, reference, results, fp64)
+        if not same(
+            ref,
+            res,
+            ref64,
+            tol=dynamo_config.repro_tolerance,
+            equal_nan=True,
+            ignore_non_fp=loose,
+            log_error=lambda *args, **kwargs: None,
+        )
+    ]
 
 
 def _compute_nodes(flat) -> list[str]:
@@ -470,6 +530,7 @@ def _compute_nodes(flat) -> list[str]:
 
 def _check_accuracy(eager, compiled, args, mode: str) -> None:
     from torch._dynamo.debug_utils import AccuracyError, same_two_models
+
     loose = mode == "accuracy"
     if not same_two_models(eager, compiled, list(args), only_fwd=True, require_fp64=loose, ignore_non_fp=loose):
         raise AccuracyError("Bad accuracy detected")
@@ -485,8 +546,10 @@ def _apply_config(launcher) -> list[str]:
                 obj = getattr(obj, part)
             setattr(obj, leaf, assignment.value)
         except (AttributeError, ImportError, TypeError, ValueError) as e:
-            warnings.append(f"config {assignment.module}.{assignment.attr} not applied ({type(e).__name__}: {e}); "
-                            "the launcher may come from another torch version")
+            warnings.append(
+                f"config {assignment.module}.{assignment.attr} not applied ({type(e).__name__}: {e}); "
+                "the launcher may come from another torch version"
+            )
     return warnings
 
 
@@ -518,18 +581,23 @@ def _load_failure(path: str, error: BaseException) -> str:
     cause = error.__cause__ or error
     unresolved = re.search(r"failed to resolve (\S+) to an operator", str(cause))
     if unresolved:
-        return (f"cannot load {path}: the program calls {unresolved.group(1)}, which no module imported here "
-                "registers; pass --import MODULE (the editor's aoti.imports setting) naming the library that "
-                "defines it")
-    return (f"cannot load {path}: {type(cause).__name__}: {str(cause)[:500]} "
-            "(corrupt file, or written by another torch?)")
+        return (
+            f"cannot load {path}: the program calls {unresolved.group(1)}, which no module imported here "
+            "registers; pass --import MODULE (the editor's aoti.imports setting) naming the library that "
+            "defines it"
+        )
+    return (
+        f"cannot load {path}: {type(cause).__name__}: {str(cause)[:500]} (corrupt file, or written by another torch?)"
+    )
 
 
 def _missing_compiler() -> str | None:
     cxx = os.environ.get("CXX", "g++")
     if shutil.which(cxx) is None:
-        return (f"no C++ compiler: AOTInductor compiles a C++ wrapper for every model and `{cxx}` is not "
-                "on PATH (install g++, or set CXX to a compiler)")
+        return (
+            f"no C++ compiler: AOTInductor compiles a C++ wrapper for every model and `{cxx}` is not "
+            "on PATH (install g++, or set CXX to a compiler)"
+        )
     return None
 
 
@@ -591,8 +659,11 @@ def serve(fd_in: int, fd_out: int, isa_answer: cpu_isa.SharedAnswer | None = Non
         try:
             reply = worker.handle(p.decode_request(line))
         except Exception as e:
-            reply = _disk_full_reply(e) if disk_full(e) else p.WorkerFailed(
-                code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+            reply = (
+                _disk_full_reply(e)
+                if disk_full(e)
+                else p.WorkerFailed(code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+            )
         replies.write(p.encode(reply))
         phase("answered", type(reply).__name__)
         if isinstance(reply, p.WorkerFailed) or getattr(reply, "poisoned", False):

@@ -7,7 +7,7 @@ only these messages travel on the pipes. Torch-free so the driver never imports 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Union
+from typing import Literal
 
 from . import wire
 from .events import SourceLine
@@ -123,7 +123,7 @@ def code_beside(pt2: str) -> str:
     return pt2 + ".code.py"
 
 
-Request = Union[InitRequest, DescribeRequest, ValuesRequest, WarmRequest, QueryRequest, StandaloneRequest]
+Request = InitRequest | DescribeRequest | ValuesRequest | WarmRequest | QueryRequest | StandaloneRequest
 
 
 @dataclass(frozen=True)
@@ -203,12 +203,25 @@ class WorkerFailed:
     type: Literal["failed"] = "failed"
 
 
-Reply = Union[Ready, Described, ValuesStored, Warmed, Outcome, StandaloneCode, WorkerFailed]
+Reply = Ready | Described | ValuesStored | Warmed | Outcome | StandaloneCode | WorkerFailed
 
-_REQUESTS = {"init": InitRequest, "describe": DescribeRequest, "values": ValuesRequest, "warm": WarmRequest,
-             "query": QueryRequest, "standalone": StandaloneRequest}
-_REPLIES = {"ready": Ready, "described": Described, "values_stored": ValuesStored, "warmed": Warmed,
-            "outcome": Outcome, "standalone_code": StandaloneCode, "failed": WorkerFailed}
+_REQUESTS = {
+    "init": InitRequest,
+    "describe": DescribeRequest,
+    "values": ValuesRequest,
+    "warm": WarmRequest,
+    "query": QueryRequest,
+    "standalone": StandaloneRequest,
+}
+_REPLIES = {
+    "ready": Ready,
+    "described": Described,
+    "values_stored": ValuesStored,
+    "warmed": Warmed,
+    "outcome": Outcome,
+    "standalone_code": StandaloneCode,
+    "failed": WorkerFailed,
+}
 
 
 def encode(message: Request | Reply) -> bytes:

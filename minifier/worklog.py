@@ -29,8 +29,12 @@ PROVENANCE_MARK = "[aoti-lens provenance] "
 COMPILED_MARK = "[aoti-lens compiled] "
 STACK_MARK = "[aoti-lens stack] "  # AOTI_LENS_COMPILE_STACKS: where a slow compile spent its time
 # Inductor's timers that hold all of a compile: the time of each is the compile's own, which the mark says.
-_WHOLE_COMPILE = {"compile_fx.<locals>.fw_compiler_base", "compile_fx_inner", "fx_codegen_and_compile",
-                  "GraphLowering.compile_to_fn"}
+_WHOLE_COMPILE = {
+    "compile_fx.<locals>.fw_compiler_base",
+    "compile_fx_inner",
+    "fx_codegen_and_compile",
+    "GraphLowering.compile_to_fn",
+}
 # A provenance key `<scheduler node>:codegen-failed`: the fused node whose code generation raised.
 CODEGEN_FAILED = "codegen-failed"
 _WORKER_HEADER = re.compile(r"^=== worker (\d+), start (\d+) at ([0-9.]+), forked by (\d+) ===$", re.MULTILINE)
@@ -48,8 +52,11 @@ def fork_server_log(log_dir: str) -> str:
 def logs_under(folder: str) -> list[str]:
     """Every worker and fork server log in the scratch folders below `folder`."""
     work = os.path.join(folder, "**", SCRATCH)
-    return [log for name in (_WORKER_LOG.format("*"), FORK_SERVER_LOG)
-            for log in glob.glob(os.path.join(work, name), recursive=True)]
+    return [
+        log
+        for name in (_WORKER_LOG.format("*"), FORK_SERVER_LOG)
+        for log in glob.glob(os.path.join(work, name), recursive=True)
+    ]
 
 
 def worker_header(index: int, generation: int, server_pid: int) -> str:
@@ -98,8 +105,12 @@ def sampling_stacks(every: float, depth: int = 32):
         while not done.wait(every):
             frame = sys._current_frames().get(target)
             if frame is not None:
-                print(f"{STACK_MARK}{time.monotonic() - start:.1f} s into the compile:\n"
-                      f"{_stack_below(frame, entry, depth)}", end="", flush=True)
+                print(
+                    f"{STACK_MARK}{time.monotonic() - start:.1f} s into the compile:\n"
+                    f"{_stack_below(frame, entry, depth)}",
+                    end="",
+                    flush=True,
+                )
 
     sampler = threading.Thread(target=sample, daemon=True, name="compile-stacks")
     sampler.start()
@@ -120,7 +131,7 @@ def _stack_below(frame, entry: traceback.StackSummary, depth: int) -> str:
         shared += 1
     frames = [f for f in frames[shared:] if not f.filename.startswith("<frozen")]
     if len(frames) > depth:
-        frames = frames[:depth // 4] + frames[-(depth - depth // 4):]
+        frames = frames[: depth // 4] + frames[-(depth - depth // 4) :]
     return "".join(traceback.format_list(frames))
 
 
@@ -129,7 +140,7 @@ def provenance_in(log_text: str) -> dict[str, list[str]]:
     at = log_text.rfind(PROVENANCE_MARK)
     if at == -1:
         return {}
-    line = log_text[at + len(PROVENANCE_MARK):].split("\n", 1)[0]
+    line = log_text[at + len(PROVENANCE_MARK) :].split("\n", 1)[0]
     try:
         found = json.loads(line)
     except ValueError:
@@ -153,7 +164,7 @@ def _timed_lines(log_text: str, mark: str) -> list[tuple[float, str, str]]:
     marks = []
     for line in log_text.splitlines():
         if line.startswith(mark):
-            text, _, at = line[len(mark):].rpartition(" at ")
+            text, _, at = line[len(mark) :].rpartition(" at ")
             step, _, detail = text.partition(" ")
             try:
                 marks.append((float(at), step, detail))
@@ -183,6 +194,7 @@ def keep_under(limit: int, keep: int = 64 << 10, every: float = 0.5) -> None:
     """Keep this process's log (its stdout, which its stderr shares) under `limit` bytes: a library
     that prints megabytes per compile, for hours, must not fill the disk. Past the limit the log is
     cut to its last `keep` bytes (where a crash is explained) under a line that says so."""
+
     def watch() -> None:
         while True:
             time.sleep(every)

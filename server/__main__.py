@@ -9,8 +9,12 @@ import logging
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="aoti-lsp", description=__doc__)
     parser.add_argument("--stdio", action="store_true", help="LSP on stdin/stdout (the default and only transport)")
-    parser.add_argument("--log-level", default="WARNING", choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                        help="pygls' own logging, on stderr")
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        help="pygls' own logging, on stderr",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level, format="aoti-lsp %(levelname)s %(name)s: %(message)s")
     from .server import create_server

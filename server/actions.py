@@ -18,12 +18,25 @@ from .failures import FailureRecord, uri_of
 from .feature import Feature
 from .jobs import Job
 from .live import stop
+from .protocol import (
+    CANCEL,
+    MINIFY,
+    OPEN_REPRO,
+    REPORT,
+    REPRODUCE,
+    SHOW_GRAPH,
+    SHOW_KERNEL,
+    SHOW_SHRINK,
+    UNTRUSTED,
+    graph_uri,
+    kernel_uri,
+    shrink_uri,
+)
 from .shrink import text_curve
-from .protocol import (CANCEL, MINIFY, OPEN_REPRO, REPORT, REPRODUCE, SHOW_GRAPH, SHOW_KERNEL, SHOW_SHRINK, UNTRUSTED,
-                       graph_uri, kernel_uri, shrink_uri)
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
+
 
 def available(record: FailureRecord, job: Job | None) -> list[tuple[str, str]]:
     """(title, command) pairs that make sense for this failure now, the most useful first."""
@@ -50,8 +63,9 @@ class Actions(Feature):
     def register(self) -> None:
         ls = self.ls
 
-        @ls.feature(types.TEXT_DOCUMENT_CODE_ACTION,
-                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+        @ls.feature(
+            types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix])
+        )
         def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
             actions: list[types.CodeAction] = []
             seen: set[str] = set()
@@ -62,9 +76,15 @@ class Actions(Feature):
                     continue
                 seen.add(record.id)
                 for i, (title, command) in enumerate(available(record, ls.jobs.running(record.id))):
-                    actions.append(types.CodeAction(
-                        title=title, kind=types.CodeActionKind.QuickFix, diagnostics=[diagnostic], is_preferred=i == 0,
-                        command=types.Command(title=title, command=command, arguments=[record.id])))
+                    actions.append(
+                        types.CodeAction(
+                            title=title,
+                            kind=types.CodeActionKind.QuickFix,
+                            diagnostics=[diagnostic],
+                            is_preferred=i == 0,
+                            command=types.Command(title=title, command=command, arguments=[record.id]),
+                        )
+                    )
             return actions + capture_actions(ls, params)
 
         @ls.command(MINIFY)
@@ -89,8 +109,10 @@ class Actions(Feature):
             if record is None or not _allowed(ls, record):
                 return
             if (job := ls.jobs.running(record.id)) is not None:
-                ls.tell(f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
-                        types.MessageType.Info)
+                ls.tell(
+                    f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
+                    types.MessageType.Info,
+                )
                 return
             ls.jobs.start(record, "run", user=True)
 
@@ -100,7 +122,9 @@ class Actions(Feature):
             if record is None or ls.jobs.cancel(record.id, "cancelled by the user"):
                 return
             if record.external is not None and stop(record.external):
-                ls.log(f"{record.id}: sent SIGINT to aoti-minify (pid {record.external.pid}) started outside the editor")
+                ls.log(
+                    f"{record.id}: sent SIGINT to aoti-minify (pid {record.external.pid}) started outside the editor"
+                )
             else:
                 ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
 
@@ -112,8 +136,11 @@ class Actions(Feature):
             if not record.repro:
                 ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
             elif (job := ls.jobs.running(record.id)) is not None or record.external is not None:
-                ls.tell(f"{record.id} is being worked on ({job.kind if job else record.external.command}); "
-                        "prepare the report when that has ended", types.MessageType.Info)
+                ls.tell(
+                    f"{record.id} is being worked on ({job.kind if job else record.external.command}); "
+                    "prepare the report when that has ended",
+                    types.MessageType.Info,
+                )
             else:  # runs no workspace code: the report only reads the dump and asks torch for its versions
                 ls.jobs.start(record, "report", user=True)
 
@@ -185,7 +212,10 @@ def _allowed(ls: AotiLanguageServer, record: FailureRecord) -> bool:
         ls.tell(f"aoti-lens cannot use the launcher of {record.id}: {record.problem}", types.MessageType.Error)
         return False
     if record.external is not None:
-        ls.tell(f"{record.id} is being worked on by aoti-minify {record.external.command} (pid "
-                f"{record.external.pid}), started outside the editor: stop it first", types.MessageType.Info)
+        ls.tell(
+            f"{record.id} is being worked on by aoti-minify {record.external.command} (pid "
+            f"{record.external.pid}), started outside the editor: stop it first",
+            types.MessageType.Info,
+        )
         return False
     return True

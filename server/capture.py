@@ -19,9 +19,10 @@ import signal
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
-from minifier.procs import exit_text, signal_group, with_this_package
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
+
+from minifier.procs import exit_text, signal_group, with_this_package
 
 from .configuration import folder_of
 from .feature import Feature
@@ -81,10 +82,15 @@ class Capture(Feature):
         @ls.feature(types.TEXT_DOCUMENT_CODE_LENS)
         def code_lens(params: types.CodeLensParams) -> list[types.CodeLens]:
             uri = params.text_document.uri
-            return [types.CodeLens(range=types.Range(start=types.Position(line=line, character=0),
-                                                     end=types.Position(line=line, character=0)),
-                                   command=types.Command(title=TITLE, command=CAPTURE, arguments=[uri]))
-                    for line in _calls_in(ls, uri)]
+            return [
+                types.CodeLens(
+                    range=types.Range(
+                        start=types.Position(line=line, character=0), end=types.Position(line=line, character=0)
+                    ),
+                    command=types.Command(title=TITLE, command=CAPTURE, arguments=[uri]),
+                )
+                for line in _calls_in(ls, uri)
+            ]
 
         @ls.feature(CAPTURE_COMMAND)
         def capture_command(params: Any) -> dict[str, Any]:
@@ -116,20 +122,30 @@ class Capture(Feature):
         ls = self.ls
         try:
             process = await asyncio.create_subprocess_exec(
-                *command.argv, cwd=command.cwd, env=with_this_package(os.environ), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True)
+                *command.argv,
+                cwd=command.cwd,
+                env=with_this_package(os.environ),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
         except OSError as e:
             ls.tell(f"aoti-lens cannot start {command.argv[0]}: {e.strerror or e}", types.MessageType.Error)
             return
         self._running[script] = process
         ls.log(f"capturing {script}: {shlex.join(command.argv)} (pid {process.pid})")
-        ls.tell(f"aoti-lens: capturing the AOTI failures of {os.path.basename(script)}; they appear as they are "
-                "dumped", types.MessageType.Info)
+        ls.tell(
+            f"aoti-lens: capturing the AOTI failures of {os.path.basename(script)}; they appear as they are dumped",
+            types.MessageType.Info,
+        )
         assert process.stdout is not None
         try:
             async for line in process.stdout:
-                ls.log(f"capture {os.path.basename(script)}: {line.decode('utf-8', 'replace').rstrip()}",
-                       types.MessageType.Log)
+                ls.log(
+                    f"capture {os.path.basename(script)}: {line.decode('utf-8', 'replace').rstrip()}",
+                    types.MessageType.Log,
+                )
             code = await process.wait()
         finally:
             del self._running[script]

@@ -55,6 +55,7 @@ def _constant_names(values: tuple[str, ...]) -> dict[str, str]:
 
 # ---- TypeScript ---------------------------------------------------------------------------------
 
+
 def ts_literal(value: Any) -> str:
     if isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
@@ -126,8 +127,11 @@ def _ts_constant(name: str, ts_name: str | None = None, doc: str | None = None) 
 
 def render_ts() -> str:
     states = typing.get_args(protocol.State)
-    defaults = {protocol.camel(f.name): f.default for f in dataclasses.fields(protocol.Settings)
-                if f.name not in MACHINE_DEFAULTS}
+    defaults = {
+        protocol.camel(f.name): f.default
+        for f in dataclasses.fields(protocol.Settings)
+        if f.name not in MACHINE_DEFAULTS
+    }
     lines = [
         "// The language server <-> client contract (docs/protocol.md), client side.",
         "// GENERATED from server/protocol.py by `python -m server.codegen`: edit that file and regenerate.",
@@ -137,8 +141,12 @@ def render_ts() -> str:
         *_ts_constant("SETTINGS_SECTION"),
         *_ts_constant("SCHEME"),
         *_ts_ids("Methods", "Custom LSP methods.", protocol.METHODS),
-        *_ts_ids("ServerCommands", "Server commands (advertised in executeCommandProvider; "
-                 "vscode-languageclient registers them). Arguments: `[failureId]`.", protocol.SERVER_COMMANDS),
+        *_ts_ids(
+            "ServerCommands",
+            "Server commands (advertised in executeCommandProvider; "
+            "vscode-languageclient registers them). Arguments: `[failureId]`.",
+            protocol.SERVER_COMMANDS,
+        ),
         "export const SERVER_COMMAND_IDS: readonly string[] = Object.values(ServerCommands);",
         "",
         *_ts_ids("FileCommands", "Server commands whose arguments are `[fileUri]`.", protocol.FILE_COMMANDS),
@@ -157,23 +165,35 @@ def render_ts() -> str:
         *_ts_interface(protocol.FailureItem),
         *_ts_interface(protocol.FailureList),
         *_ts_interface(protocol.Settings, optional=True),
-        *_ts_object("DEFAULT_SETTINGS", f"The server's defaults, but for {', '.join(MACHINE_DEFAULTS)} (machine-dependent).",
-                    defaults),
-        *_ts_object("VIRTUAL_DOCS", "URI templates of the virtual documents: `{id}` is a FailureItem's id.",
-                    dict(protocol.VIRTUAL_DOCS), comments(protocol)),
+        *_ts_object(
+            "DEFAULT_SETTINGS",
+            f"The server's defaults, but for {', '.join(MACHINE_DEFAULTS)} (machine-dependent).",
+            defaults,
+        ),
+        *_ts_object(
+            "VIRTUAL_DOCS",
+            "URI templates of the virtual documents: `{id}` is a FailureItem's id.",
+            dict(protocol.VIRTUAL_DOCS),
+            comments(protocol),
+        ),
     ]
     return "\n".join(lines)
 
 
 # ---- docs/protocol.md ---------------------------------------------------------------------------
 
+
 def _md(text: Any) -> str:
     return str(text).replace("|", "\\|")
 
 
 def _md_table(header: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[str]:
-    return [f"| {' | '.join(header)} |", f"|{' --- |' * len(header)}",
-            *[f"| {' | '.join(_md(c) for c in row)} |" for row in rows], ""]
+    return [
+        f"| {' | '.join(header)} |",
+        f"|{' --- |' * len(header)}",
+        *[f"| {' | '.join(_md(c) for c in row)} |" for row in rows],
+        "",
+    ]
 
 
 def _md_fields(cls: type, with_defaults: bool = False) -> list[str]:

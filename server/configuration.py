@@ -65,8 +65,10 @@ class Configuration(Feature):
             answers = await self._pull(ls.folders())
             if answers is not None:
                 window = self._merge(self.pushed, answers[0])
-                folders = {folder: dataclasses.replace(self._merge(window, answer), trusted=window.trusted)
-                           for folder, answer in zip(ls.folders(), answers[1:])}
+                folders = {
+                    folder: dataclasses.replace(self._merge(window, answer), trusted=window.trusted)
+                    for folder, answer in zip(ls.folders(), answers[1:])
+                }
         ls.settings, ls.folder_settings = window, folders
         if notify:
             await ls.settings_changed(old)
@@ -76,14 +78,19 @@ class Configuration(Feature):
         items += [types.ConfigurationItem(scope_uri=from_fs_path(f) or f, section=SETTINGS_SECTION) for f in folders]
         try:
             answers = await asyncio.wait_for(
-                self.ls.workspace_configuration_async(types.ConfigurationParams(items=items)), PULL_TIMEOUT)
+                self.ls.workspace_configuration_async(types.ConfigurationParams(items=items)), PULL_TIMEOUT
+            )
         except Exception as e:  # the client refused or never answered: the pushed settings stand
-            self.ls.log(f"workspace/configuration failed ({type(e).__name__}: {e}); using the pushed settings",
-                        types.MessageType.Warning)
+            self.ls.log(
+                f"workspace/configuration failed ({type(e).__name__}: {e}); using the pushed settings",
+                types.MessageType.Warning,
+            )
             return None
         if not isinstance(answers, (list, tuple)) or len(answers) != len(items):
-            self.ls.log(f"workspace/configuration answered {answers!r} for {len(items)} items; using the pushed "
-                        "settings", types.MessageType.Warning)
+            self.ls.log(
+                f"workspace/configuration answered {answers!r} for {len(items)} items; using the pushed settings",
+                types.MessageType.Warning,
+            )
             return None
         return list(answers)
 

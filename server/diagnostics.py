@@ -33,7 +33,8 @@ class Diagnostics(Feature):
         for uri in sorted(set(current) | set(self._published)):
             if current.get(uri, []) != self._published.get(uri, []):
                 self.ls.text_document_publish_diagnostics(
-                    types.PublishDiagnosticsParams(uri=uri, diagnostics=current.get(uri, [])))
+                    types.PublishDiagnosticsParams(uri=uri, diagnostics=current.get(uri, []))
+                )
         self._published = current
 
 
@@ -48,32 +49,65 @@ def collect(records: Iterable[FailureRecord]) -> dict[str, list[types.Diagnostic
 def for_record(record: FailureRecord) -> Iterator[tuple[str, types.Diagnostic]]:
     data = {"failureId": record.id}
     if not record.usable or record.spec is None:
-        yield uri_of(record.launcher), types.Diagnostic(
-            range=_line(0), severity=types.DiagnosticSeverity.Error, source=SOURCE, code="bad_launcher",
-            message=f"aoti-lens cannot use this launcher: {record.problem}", data=data)
+        yield (
+            uri_of(record.launcher),
+            types.Diagnostic(
+                range=_line(0),
+                severity=types.DiagnosticSeverity.Error,
+                source=SOURCE,
+                code="bad_launcher",
+                message=f"aoti-lens cannot use this launcher: {record.problem}",
+                data=data,
+            ),
+        )
         return
     related = [*_model_lines(record), *_kernel_location(record)]
-    yield uri_of(record.launcher), types.Diagnostic(
-        range=_line(record.spec.run_repro_line), severity=_launcher_severity(record), source=SOURCE,
-        code=record.signature.kind if record.signature else None, message=_launcher_message(record),
-        related_information=related or None, data=data)
+    yield (
+        uri_of(record.launcher),
+        types.Diagnostic(
+            range=_line(record.spec.run_repro_line),
+            severity=_launcher_severity(record),
+            source=SOURCE,
+            code=record.signature.kind if record.signature else None,
+            message=_launcher_message(record),
+            related_information=related or None,
+            data=data,
+        ),
+    )
     kernel = record.kernel
     if kernel and kernel.file and kernel.line and os.path.isfile(kernel.file):
         launcher = types.DiagnosticRelatedInformation(
             location=types.Location(uri=uri_of(record.launcher), range=_line(record.spec.run_repro_line)),
-            message=f"AOTI minifier launcher of {record.id} (minify it from here)")
+            message=f"AOTI minifier launcher of {record.id} (minify it from here)",
+        )
         column = max(0, (kernel.column or 1) - 1)
-        yield uri_of(kernel.file), types.Diagnostic(
-            range=types.Range(start=types.Position(line=kernel.line - 1, character=column),
-                              end=types.Position(line=kernel.line, character=0)),
-            severity=types.DiagnosticSeverity.Error, source=SOURCE,
-            code=record.signature.kind if record.signature else None,
-            message=f"{_headline(record)} (kernel {kernel.name or '?'}, AOTI failure {record.id})",
-            related_information=[*_model_lines(record), launcher], data=data)
+        yield (
+            uri_of(kernel.file),
+            types.Diagnostic(
+                range=types.Range(
+                    start=types.Position(line=kernel.line - 1, character=column),
+                    end=types.Position(line=kernel.line, character=0),
+                ),
+                severity=types.DiagnosticSeverity.Error,
+                source=SOURCE,
+                code=record.signature.kind if record.signature else None,
+                message=f"{_headline(record)} (kernel {kernel.name or '?'}, AOTI failure {record.id})",
+                related_information=[*_model_lines(record), launcher],
+                data=data,
+            ),
+        )
     if record.repro and record.state in ("minimized", "cancelled"):
-        yield uri_of(record.repro), types.Diagnostic(
-            range=_line(0), severity=types.DiagnosticSeverity.Information, source=SOURCE, code="repro",
-            message=_repro_message(record), data=data)
+        yield (
+            uri_of(record.repro),
+            types.Diagnostic(
+                range=_line(0),
+                severity=types.DiagnosticSeverity.Information,
+                source=SOURCE,
+                code="repro",
+                message=_repro_message(record),
+                data=data,
+            ),
+        )
 
 
 def _launcher_severity(record: FailureRecord) -> types.DiagnosticSeverity:
@@ -114,21 +148,28 @@ def _repro_message(record: FailureRecord) -> str:
 
 
 def _model_lines(record: FailureRecord) -> list[types.DiagnosticRelatedInformation]:
-    return [types.DiagnosticRelatedInformation(
-        location=types.Location(uri=uri_of(source.file), range=_line(source.line - 1)),
-        message=f"model code of {', '.join(source.nodes)}: {source.code}")
-        for source in record.model_lines()]
+    return [
+        types.DiagnosticRelatedInformation(
+            location=types.Location(uri=uri_of(source.file), range=_line(source.line - 1)),
+            message=f"model code of {', '.join(source.nodes)}: {source.code}",
+        )
+        for source in record.model_lines()
+    ]
 
 
 def _kernel_location(record: FailureRecord) -> list[types.DiagnosticRelatedInformation]:
     kernel = record.kernel
     if not (kernel and kernel.file and kernel.line and os.path.isfile(kernel.file)):
         return []
-    return [types.DiagnosticRelatedInformation(
-        location=types.Location(uri=uri_of(kernel.file), range=_line(kernel.line - 1)),
-        message=f"failing kernel {kernel.name or ''}".rstrip())]
+    return [
+        types.DiagnosticRelatedInformation(
+            location=types.Location(uri=uri_of(kernel.file), range=_line(kernel.line - 1)),
+            message=f"failing kernel {kernel.name or ''}".rstrip(),
+        )
+    ]
 
 
 def _line(number: int) -> types.Range:
-    return types.Range(start=types.Position(line=max(0, number), character=0),
-                       end=types.Position(line=max(0, number) + 1, character=0))
+    return types.Range(
+        start=types.Position(line=max(0, number), character=0), end=types.Position(line=max(0, number) + 1, character=0)
+    )

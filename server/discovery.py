@@ -15,10 +15,22 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
-from minifier.layout import (CHECKPOINTS, DEBUG_DIR, FAILURE_JSON, LAUNCHER, MINIFIER, REPORT_MD, REPRO_PY, RUN_GLOB,
-                             captured, launcher_for, launchers_in)
-from minifier.lock import holder as lock_holder
 from pygls.uris import from_fs_path, to_fs_path
+
+from minifier.layout import (
+    CHECKPOINTS,
+    DEBUG_DIR,
+    FAILURE_JSON,
+    LAUNCHER,
+    MINIFIER,
+    REPORT_MD,
+    REPRO_PY,
+    RUN_GLOB,
+    captured,
+    launcher_for,
+    launchers_in,
+)
+from minifier.lock import holder as lock_holder
 
 from .failures import FailureRecord, OnDisk, read_disk
 from .feature import Feature
@@ -68,7 +80,7 @@ class Discovery(Feature):
                 path = to_fs_path(change.uri)
                 if not path:
                     continue
-                path = os.path.abspath(path)
+                path = os.path.normpath(path)  # noqa: ASYNC240 (string work alone: a file URI's path is absolute)
                 if (launcher := launcher_for(path)) is not None:
                     launchers.add(launcher)
                 inside = path + os.sep
@@ -96,40 +108,64 @@ class Discovery(Feature):
         ls = self.ls
         capability = ls.client_capabilities.workspace and ls.client_capabilities.workspace.did_change_watched_files
         if not (capability and capability.dynamic_registration):
-            ls.log("this client cannot watch files for aoti-lens (no dynamic registration of "
-                   "workspace/didChangeWatchedFiles): new dumps show up on a rescan (change a setting or restart)")
+            ls.log(
+                "this client cannot watch files for aoti-lens (no dynamic registration of "
+                "workspace/didChangeWatchedFiles): new dumps show up on a rescan (change a setting or restart)"
+            )
             return
         watchers = [types.FileSystemWatcher(glob_pattern=glob, kind=kind) for glob, kind in WATCHED]
         extra = ls.debug_roots()
         if extra and capability.relative_pattern_support:
             for root in extra:
                 base = os.path.dirname(root) if os.path.basename(root) == DEBUG_DIR else root
-                watchers += [types.FileSystemWatcher(
-                    glob_pattern=types.RelativePattern(base_uri=from_fs_path(base) or base, pattern=glob), kind=kind)
-                    for glob, kind in WATCHED]
+                watchers += [
+                    types.FileSystemWatcher(
+                        glob_pattern=types.RelativePattern(base_uri=from_fs_path(base) or base, pattern=glob), kind=kind
+                    )
+                    for glob, kind in WATCHED
+                ]
         elif extra:
-            ls.log("this client cannot watch folders outside the workspace (no relative glob patterns): "
-                   "debugDirRoots are scanned on start and on settings changes only")
+            ls.log(
+                "this client cannot watch folders outside the workspace (no relative glob patterns): "
+                "debugDirRoots are scanned on start and on settings changes only"
+            )
         try:
             if self.watch_registration is not None:
-                await ls.client_unregister_capability_async(types.UnregistrationParams(unregisterations=[
-                    types.Unregistration(id=self.watch_registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES)]))
+                await ls.client_unregister_capability_async(
+                    types.UnregistrationParams(
+                        unregisterations=[
+                            types.Unregistration(
+                                id=self.watch_registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES
+                            )
+                        ]
+                    )
+                )
             registration = str(uuid.uuid4())
-            await ls.client_register_capability_async(types.RegistrationParams(registrations=[types.Registration(
-                id=registration, method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
-                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))]))
+            await ls.client_register_capability_async(
+                types.RegistrationParams(
+                    registrations=[
+                        types.Registration(
+                            id=registration,
+                            method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                            register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers),
+                        )
+                    ]
+                )
+            )
             self.watch_registration = registration
         except Exception as e:  # the client refused: discovery still works through rescans
-            ls.log(f"could not register file watchers ({type(e).__name__}: {e}); new dumps show up on a rescan",
-                   types.MessageType.Warning)
+            ls.log(
+                f"could not register file watchers ({type(e).__name__}: {e}); new dumps show up on a rescan",
+                types.MessageType.Warning,
+            )
 
     async def rescan(self) -> None:
         ls = self.ls
         roots = self.scanned_roots = ls.roots()
-        for root in roots:
-            if not os.path.isdir(root):
-                ls.log(f"not scanning {root}: no such folder", types.MessageType.Warning)
-        found = await asyncio.get_running_loop().run_in_executor(None, scan, roots)
+        loop = asyncio.get_running_loop()
+        for root in await loop.run_in_executor(None, lambda: [r for r in roots if not os.path.isdir(r)]):
+            ls.log(f"not scanning {root}: no such folder", types.MessageType.Warning)
+        found = await loop.run_in_executor(None, scan, roots)
         for record in ls.failures.records():
             if record.launcher not in found:
                 self.forget(record, "it is no longer in the workspace or debugDirRoots")
@@ -153,7 +189,9 @@ class Discovery(Feature):
             if record is None:
                 record = ls.failures.add(launcher)
                 ls.log(f"found AOTI failure {record.id} at {launcher}")
-            if ls.jobs.running(record.id) is None and record.external is None:  # while a run goes on, its events are the truth
+            if (
+                ls.jobs.running(record.id) is None and record.external is None
+            ):  # while a run goes on, its events are the truth
                 record.sync(disk)
             if record.problem:
                 ls.log(f"{record.id}: {record.problem}", types.MessageType.Warning)
@@ -178,8 +216,12 @@ class Discovery(Feature):
         usable = [record for record in records if record.usable and record.external is None]
         started = False
         for record in usable:
-            if ls.settings_for(record.launcher).auto_reproduce and record.failure is None and record.state == "found" \
-                    and not ls.jobs.running(record.id):
+            if (
+                ls.settings_for(record.launcher).auto_reproduce
+                and record.failure is None
+                and record.state == "found"
+                and not ls.jobs.running(record.id)
+            ):
                 if (other := lock_holder(record.layout.lock)) is not None:  # a terminal's run: it writes the result
                     ls.log(f"{record.id}: not reproduced in the background while {other.describe()} works on it")
                     continue

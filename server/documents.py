@@ -37,8 +37,15 @@ def graph_version(record: FailureRecord) -> tuple[Any, ...]:
     """What the graph document and the shrink picture show, short of the counters (queries, seconds)
     that every candidate moves: a change in any of it is worth a refresh. Cheap: unchanged fields
     compare by identity."""
-    return (record.state, tuple(record.history), record.graph, record.original, record.failure, record.signature,
-            record.repro)
+    return (
+        record.state,
+        tuple(record.history),
+        record.graph,
+        record.original,
+        record.failure,
+        record.signature,
+        record.repro,
+    )
 
 
 class Documents(Feature):
@@ -84,19 +91,26 @@ class Documents(Feature):
         error = future.exception()
         if error is None:
             if self._failed_refreshes:
-                self.ls.log(f"workspace/textDocumentContent/refresh works again after {self._failed_refreshes} "
-                            "failed request(s)")
+                self.ls.log(
+                    f"workspace/textDocumentContent/refresh works again after {self._failed_refreshes} "
+                    "failed request(s)"
+                )
             self._failed_refreshes = 0
             return
         if isinstance(error, JsonRpcMethodNotFound):
             self._unsupported = True
-            self.ls.log(f"the client does not implement workspace/textDocumentContent/refresh ({error}); "
-                        "reopen aoti: documents to see updates", types.MessageType.Warning)
+            self.ls.log(
+                f"the client does not implement workspace/textDocumentContent/refresh ({error}); "
+                "reopen aoti: documents to see updates",
+                types.MessageType.Warning,
+            )
             return
         self._failed_refreshes += 1
         if self._failed_refreshes == 1:
-            self.ls.log(f"the client failed a workspace/textDocumentContent/refresh of {uri} ({error}); "
-                        "it is sent again", types.MessageType.Warning)
+            self.ls.log(
+                f"the client failed a workspace/textDocumentContent/refresh of {uri} ({error}); it is sent again",
+                types.MessageType.Warning,
+            )
         if failure_id in self._versions:
             self._versions[failure_id] = _UNSENT
         if self._retry is None:

@@ -10,13 +10,27 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from minifier.events import (BeginEvent, CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, Event,
-                             Failure, FailureEvent, LogEvent, ReportEvent, StartEvent, load_failure)
+from pygls.uris import from_fs_path
+
 from minifier.artifacts import complete_checkpoint, read_repro_graph, repro_stopped
+from minifier.events import (
+    BeginEvent,
+    CancelledEvent,
+    CandidateEvent,
+    CheckpointEvent,
+    DoneEvent,
+    ErrorEvent,
+    Event,
+    Failure,
+    FailureEvent,
+    LogEvent,
+    ReportEvent,
+    StartEvent,
+    load_failure,
+)
 from minifier.launcher import BadLauncher, LauncherSpec, read_launcher
 from minifier.layout import DumpLayout, checkpoint_nodes
 from minifier.signature import KernelRef, Signature
-from pygls.uris import from_fs_path
 
 from .protocol import FailureItem, State, graph_uri, kernel_uri, shrink_uri
 
@@ -66,11 +80,19 @@ def read_disk(launcher: str) -> OnDisk | None:
     repro = layout.repro_py
     has_repro = os.path.isfile(repro)
     checkpoint = _smallest_checkpoint(layout.checkpoints)
-    return OnDisk(launcher=launcher, spec=spec, problem=problem, failure=failure, failure_problem=failure_problem,
-                  repro=repro if has_repro else None, repro_graph=read_repro_graph(repro) if has_repro else None,
-                  repro_stopped=has_repro and repro_stopped(repro), checkpoint=checkpoint,
-                  checkpoint_graph=read_repro_graph(checkpoint) if checkpoint else None,
-                  report=layout.report_md if os.path.isfile(layout.report_md) else None)
+    return OnDisk(
+        launcher=launcher,
+        spec=spec,
+        problem=problem,
+        failure=failure,
+        failure_problem=failure_problem,
+        repro=repro if has_repro else None,
+        repro_graph=read_repro_graph(repro) if has_repro else None,
+        repro_stopped=has_repro and repro_stopped(repro),
+        checkpoint=checkpoint,
+        checkpoint_graph=read_repro_graph(checkpoint) if checkpoint else None,
+        report=layout.report_md if os.path.isfile(layout.report_md) else None,
+    )
 
 
 def _smallest_checkpoint(folder: str) -> str | None:
@@ -195,8 +217,15 @@ class FailureRecord:
             self.nodes_now = disk.checkpoint_nodes
             self.graph = disk.checkpoint_graph if disk.interrupted else disk.repro_graph
         if new_result:
-            self.state = "cancelled" if disk.interrupted else "minimized" if disk.repro else \
-                "reproduced" if disk.failure else "found"
+            self.state = (
+                "cancelled"
+                if disk.interrupted
+                else "minimized"
+                if disk.repro
+                else "reproduced"
+                if disk.failure
+                else "found"
+            )
             self.message = disk.failure_problem or self._settled_message(disk)
 
     def _settled_message(self, disk: OnDisk) -> str:
@@ -237,8 +266,10 @@ class FailureRecord:
             self.message = self.progress_line()
         elif isinstance(event, CheckpointEvent):
             self.nodes_now, self.graph = event.nodes, event.graph
-            self.history = [*(self.history or [ShrinkPoint(0.0, self.nodes_start or event.nodes)]),
-                            ShrinkPoint(event.seconds, event.nodes)]
+            self.history = [
+                *(self.history or [ShrinkPoint(0.0, self.nodes_start or event.nodes)]),
+                ShrinkPoint(event.seconds, event.nodes),
+            ]
             self.queries = max(self.queries or 0, event.queries)
             self.seconds = max(self.seconds or 0.0, event.seconds)
             self.message = self.progress_line()
@@ -255,8 +286,9 @@ class FailureRecord:
             if event.checkpoint:
                 self.repro = self.layout.repro_py
             self.state = "cancelled"
-            self.message = f"cancelled at {self.progress_line()}" + ("; repro.py holds the best so far"
-                                                                     if event.checkpoint else "")
+            self.message = f"cancelled at {self.progress_line()}" + (
+                "; repro.py holds the best so far" if event.checkpoint else ""
+            )
         elif isinstance(event, ErrorEvent):
             self.message = event.message
 

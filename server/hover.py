@@ -28,8 +28,10 @@ class Hover(Feature):
                 return None
             return types.Hover(
                 contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=describe(record)),
-                range=types.Range(start=types.Position(line=line, character=0),
-                                  end=types.Position(line=line + 1, character=0)))
+                range=types.Range(
+                    start=types.Position(line=line, character=0), end=types.Position(line=line + 1, character=0)
+                ),
+            )
 
 
 def failing_line(ls: AotiLanguageServer, uri: str, line: int) -> FailureRecord | None:
@@ -77,4 +79,3 @@ def describe(record: FailureRecord) -> str:
     facts.append(f"- **failure** `{record.id}`")
     parts.append("\n".join(facts))
     return "\n\n".join(parts)
-

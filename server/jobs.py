@@ -20,13 +20,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from lsprotocol import types
-from minifier.events import ErrorEvent, Event, ExitCode, LogEvent, ReportEvent, parse_event
+
+from minifier.events import ErrorEvent, Event, ExitCode, LogEvent, parse_event
 from minifier.procs import exit_text, signal_group, with_this_package
 from minifier.wire import WireError
 
-from .failures import FailureRecord
+from .failures import FailureRecord, uri_of
 from .feature import Feature
-from .failures import uri_of
 from .protocol import RUNNING_STATES
 
 if TYPE_CHECKING:
@@ -118,16 +118,25 @@ class Jobs(Feature):
         argv = self._minifier("warm", launcher)
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, cwd=os.path.dirname(launcher), env=with_this_package(os.environ),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+                *argv,
+                cwd=os.path.dirname(launcher),
+                env=with_this_package(os.environ),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=asyncio.subprocess.PIPE,
+            )
             _, stderr = await process.communicate()
         except OSError as e:
-            self.ls.log(f"cannot start {argv[0]} to warm up the minifier's workers: {e.strerror or e}",
-                        types.MessageType.Warning)
+            self.ls.log(
+                f"cannot start {argv[0]} to warm up the minifier's workers: {e.strerror or e}",
+                types.MessageType.Warning,
+            )
             return
         if process.returncode != 0:
-            self.ls.log(f"the minifier's workers could not be warmed up: {stderr.decode(errors='replace').strip()[-500:]}",
-                        types.MessageType.Warning)
+            self.ls.log(
+                f"the minifier's workers could not be warmed up: {stderr.decode(errors='replace').strip()[-500:]}",
+                types.MessageType.Warning,
+            )
         else:
             self.ls.log(f"the minifier's workers are warm for {self.ls.settings_for(launcher).keep_warm:g} s")
 
@@ -176,8 +185,10 @@ class Jobs(Feature):
 
     def _kill_if_alive(self, job: Job) -> None:
         if job.process is not None and job.process.returncode is None:
-            self.ls.log(f"{job.failure_id}: aoti-minify ignored SIGTERM for {GRACE_SECONDS:.0f} s; killing it",
-                        types.MessageType.Warning)
+            self.ls.log(
+                f"{job.failure_id}: aoti-minify ignored SIGTERM for {GRACE_SECONDS:.0f} s; killing it",
+                types.MessageType.Warning,
+            )
             signal_group(job.process.pid, signal.SIGKILL)
 
     def command(self, kind: JobKind, launcher: str) -> list[str]:
@@ -232,9 +243,15 @@ class Jobs(Feature):
         argv = self.command(job.kind, record.launcher)
         try:
             process = await asyncio.create_subprocess_exec(
-                *argv, cwd=record.layout.minifier_dir, env=with_this_package(os.environ),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True, limit=EVENT_LINE_LIMIT)
+                *argv,
+                cwd=record.layout.minifier_dir,
+                env=with_this_package(os.environ),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
+                limit=EVENT_LINE_LIMIT,
+            )
         except OSError as e:
             self._fail(job, record, f"cannot start {argv[0]} in {record.layout.minifier_dir}: {e.strerror or e}")
             return
@@ -308,8 +325,9 @@ class Jobs(Feature):
         if job.cancel_requested or code == ExitCode.CANCELLED:
             if record.state != "cancelled":
                 record.state = "cancelled"
-                record.message = f"cancelled at {record.progress_line()}" if job.kind == "minify" else \
-                    "reproduction cancelled"
+                record.message = (
+                    f"cancelled at {record.progress_line()}" if job.kind == "minify" else "reproduction cancelled"
+                )
         elif not (code == ExitCode.OK and record.state == ("minimized" if job.kind == "minify" else "reproduced")):
             self._fail(job, record, self._explain(job, code))
             return
@@ -326,8 +344,9 @@ class Jobs(Feature):
         elif not job.cancel_requested:
             message = self._explain(job, code)
             self.ls.log(f"{job.failure_id}: report failed: {message}", types.MessageType.Error)
-            self.ls.tell(f"aoti-lens could not prepare a bug report of {job.failure_id}: {message}",
-                         types.MessageType.Error)
+            self.ls.tell(
+                f"aoti-lens could not prepare a bug report of {job.failure_id}: {message}", types.MessageType.Error
+            )
 
     def _explain(self, job: Job, code: int) -> str:
         if job.error:
@@ -356,9 +375,15 @@ class Jobs(Feature):
             self.ls.log(f"{job.failure_id}: no progress bar ({type(e).__name__}: {e})", types.MessageType.Warning)
             return
         job.token = token
-        progress.begin(token, types.WorkDoneProgressBegin(
-            title=f"{_TITLES[job.kind]} {record.id}", cancellable=True, message=record.message,
-            percentage=0 if job.kind == "minify" else None))
+        progress.begin(
+            token,
+            types.WorkDoneProgressBegin(
+                title=f"{_TITLES[job.kind]} {record.id}",
+                cancellable=True,
+                message=record.message,
+                percentage=0 if job.kind == "minify" else None,
+            ),
+        )
 
         def on_client_cancel(future: object) -> None:
             if self._jobs.get(job.failure_id) is job:
@@ -375,6 +400,6 @@ class Jobs(Feature):
             if start and now and start > 1:
                 job.percentage = max(job.percentage, min(100, round(100 * (start - now) / (start - 1))))
             percentage = job.percentage
-        self.ls.work_done_progress.report(job.token, types.WorkDoneProgressReport(
-            message=record.message, percentage=percentage))
-
+        self.ls.work_done_progress.report(
+            job.token, types.WorkDoneProgressReport(message=record.message, percentage=percentage)
+        )

@@ -25,6 +25,7 @@ import time
 from typing import TYPE_CHECKING
 
 from lsprotocol import types
+
 from minifier.events import FINAL_EVENTS, BeginEvent, Event, EventsTail, TailRead, last_run
 from minifier.layout import DEBUG_DIR, launchers_in
 from minifier.procs import alive
@@ -39,8 +40,11 @@ if TYPE_CHECKING:
 POLL_SECONDS = 0.5
 LOOK_SECONDS = 3.0  # between looks for run folders that file events did not report
 _STATES = {"run": "reproducing", "capture": "reproducing", "minify": "minifying"}
-_VERBS = {"run": "reproducing it", "capture": "captured it; it reproduces it when the program ends",
-          "minify": "minifying it"}
+_VERBS = {
+    "run": "reproducing it",
+    "capture": "captured it; it reproduces it when the program ends",
+    "minify": "minifying it",
+}
 
 
 def running(begin: BeginEvent) -> bool:
@@ -112,8 +116,9 @@ class LiveRuns(Feature):
 
     def _take(self, record: FailureRecord, read: TailRead, first: bool) -> None:
         for problem in read.problems[:3]:
-            self.ls.log(f"{record.id}: ignored a line of {record.layout.events_log}: {problem}",
-                        types.MessageType.Warning)
+            self.ls.log(
+                f"{record.id}: ignored a line of {record.layout.events_log}: {problem}", types.MessageType.Warning
+            )
         events = read.events
         if first:
             events = last_run(events)
@@ -146,8 +151,10 @@ class LiveRuns(Feature):
         continuing = record.external is not None and record.external.pid == begin.pid  # capture, then its run
         record.external = begin
         if not continuing or record.state not in RUNNING_STATES:
-            record.begin(_STATES[begin.command], f"aoti-minify {begin.command} (pid {begin.pid}, started outside "
-                                                 f"the editor) is {_VERBS[begin.command]}")
+            record.begin(
+                _STATES[begin.command],
+                f"aoti-minify {begin.command} (pid {begin.pid}, started outside the editor) is {_VERBS[begin.command]}",
+            )
         self.ls.log(f"{record.id}: following aoti-minify {begin.command} (pid {begin.pid}) started outside the editor")
         self.ls.changed()
 
@@ -156,8 +163,10 @@ class LiveRuns(Feature):
         if record.state in RUNNING_STATES:
             record.state = "error"
             record.message = why or record.message or "the run ended without a result"
-        self.ls.log(f"{record.id}: aoti-minify {begin.command if begin else ''} (pid {begin.pid if begin else '?'}) "
-                    f"ended: {record.message}")
+        self.ls.log(
+            f"{record.id}: aoti-minify {begin.command if begin else ''} (pid {begin.pid if begin else '?'}) "
+            f"ended: {record.message}"
+        )
         self.ls.changed()
         # Its outputs (repro.py, failure.json) are on disk now; and it may have started none of them.
         asyncio.get_running_loop().create_task(self.ls.discovery.refresh([record.launcher]))
@@ -191,8 +200,11 @@ class LiveRuns(Feature):
             if record.external is not None and not running(record.external):
                 await self.follow([record])  # what it wrote before it went
                 if record.external is not None:
-                    self._end(record, f"aoti-minify {record.external.command} (pid {record.external.pid}) "
-                                      "ended without a result (killed?)")
+                    self._end(
+                        record,
+                        f"aoti-minify {record.external.command} (pid {record.external.pid}) "
+                        "ended without a result (killed?)",
+                    )
         if not ls.discovery.watching or time.monotonic() >= self._next_look:
             self._next_look = time.monotonic() + LOOK_SECONDS
             await self._look_for_dumps(records)
@@ -202,7 +214,8 @@ class LiveRuns(Feature):
         folders = {os.path.dirname(r.layout.run_dir) for r in records}
         folders.update(os.path.join(root, DEBUG_DIR) for root in self.ls.roots())
         listed = await asyncio.get_running_loop().run_in_executor(
-            None, lambda: {launcher for folder in sorted(folders) for launcher in launchers_in(folder)})
+            None, lambda: {launcher for folder in sorted(folders) for launcher in launchers_in(folder)}
+        )
         known = {r.launcher for r in records}
         if listed != known:
             await self.ls.discovery.refresh(listed ^ known)

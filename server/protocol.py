@@ -39,7 +39,7 @@ CANCEL = "aoti.cancel"  # stop the failure's job (a minification still writes re
 OPEN_REPRO = "aoti.openRepro"  # open the failure's repro.py (window/showDocument)
 SHOW_GRAPH = "aoti.showGraph"  # open the shrinking graph document (window/showDocument)
 SHOW_KERNEL = "aoti.showKernel"  # open the failing kernel's document (window/showDocument)
-SHOW_SHRINK = "aoti.showShrink"  # open the shrink picture: nodes over time, each checkpoint a point, and the final graph
+SHOW_SHRINK = "aoti.showShrink"  # open the shrink picture: nodes over time, checkpoints as points, and the final graph
 REPORT = "aoti.report"  # write report.md beside repro.py (a PyTorch bug report: `aoti-minify report`) and open it
 SERVER_COMMANDS = (MINIFY, REPRODUCE, CANCEL, OPEN_REPRO, SHOW_GRAPH, SHOW_KERNEL, SHOW_SHRINK, REPORT)
 CAPTURE = "aoti.capture"  # run the script (or settings.captureCommand) under `aoti-minify capture` in the background; the VS Code client runs it in a terminal instead
@@ -49,9 +49,11 @@ State = Literal["found", "reproducing", "reproduced", "minifying", "minimized", 
 RUNNING_STATES: tuple[State, ...] = ("reproducing", "minifying")  # a job (an `aoti-minify` child process) runs
 
 # Said by the server when it refuses to minify or reproduce, and by the client before it even asks.
-UNTRUSTED = ("aoti-lens runs nothing in an untrusted workspace: reproducing or minifying executes this workspace's "
-             "minifier_launcher.py. Trust the workspace (Workspaces: Manage Workspace Trust) to reproduce and "
-             "minify its failures.")
+UNTRUSTED = (
+    "aoti-lens runs nothing in an untrusted workspace: reproducing or minifying executes this workspace's "
+    "minifier_launcher.py. Trust the workspace (Workspaces: Manage Workspace Trust) to reproduce and "
+    "minify its failures."
+)
 
 
 def camel(name: str) -> str:
@@ -204,13 +206,16 @@ def _is_number(v: Any) -> bool:
 
 _SETTING_CHECKS = {
     # null or "" mean the default, as an unset VS Code setting sends them
-    "python": _check(lambda v: v is None or isinstance(v, str),
-                     lambda v: os.path.expanduser(v.strip()) if v and v.strip() else Settings.python),
+    "python": _check(
+        lambda v: v is None or isinstance(v, str),
+        lambda v: os.path.expanduser(v.strip()) if v and v.strip() else Settings.python,
+    ),
     "workers": _check(lambda v: v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)),
     "devices": _check(lambda v: v is None or isinstance(v, str), lambda v: v or Settings.devices),
     "timeout": _check(lambda v: v is None or (_is_number(v) and v > 0), lambda v: None if v is None else float(v)),
-    "keep_warm": _check(lambda v: v is None or (_is_number(v) and v >= 0),
-                        lambda v: Settings.keep_warm if v is None else float(v)),
+    "keep_warm": _check(
+        lambda v: v is None or (_is_number(v) and v >= 0), lambda v: Settings.keep_warm if v is None else float(v)
+    ),
     "debug_dir_roots": _check(lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), tuple),
     "imports": _check(lambda v: isinstance(v, list) and all(isinstance(x, str) and x.strip() for x in v), tuple),
     "auto_reproduce": _check(lambda v: isinstance(v, bool)),
@@ -218,9 +223,15 @@ _SETTING_CHECKS = {
     "trusted": _check(lambda v: isinstance(v, bool)),
 }
 _SETTING_TYPES = {
-    "python": "a path to a Python interpreter", "workers": "an integer >= 1", "devices": "a string like '0,1'",
-    "timeout": "seconds > 0", "keep_warm": "seconds >= 0", "debug_dir_roots": "a list of folder paths",
-    "imports": "a list of module names", "auto_reproduce": "true or false", "capture_command": "a command line",
+    "python": "a path to a Python interpreter",
+    "workers": "an integer >= 1",
+    "devices": "a string like '0,1'",
+    "timeout": "seconds > 0",
+    "keep_warm": "seconds >= 0",
+    "debug_dir_roots": "a list of folder paths",
+    "imports": "a list of module names",
+    "auto_reproduce": "true or false",
+    "capture_command": "a command line",
     "trusted": "true or false",
 }
 
@@ -232,8 +243,12 @@ VIRTUAL_DOCS: dict[DocKind, str] = {
     "shrink": f"{SCHEME}:/{{id}}/shrink.md",  # the shrink curve (nodes over time, each checkpoint a point) and the final graph
 }
 _VIRTUAL = {
-    kind: re.compile(re.escape(template).replace(":/", ":/+", 1)
-                     .replace(r"\{id\}", "(?P<id>[^/]+)").replace(r"\{kernel\}", "(?P<kernel>[^/]+)"))
+    kind: re.compile(
+        re.escape(template)
+        .replace(":/", ":/+", 1)
+        .replace(r"\{id\}", "(?P<id>[^/]+)")
+        .replace(r"\{kernel\}", "(?P<kernel>[^/]+)")
+    )
     for kind, template in VIRTUAL_DOCS.items()
 }
 

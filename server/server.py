@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import traceback
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -54,8 +55,9 @@ class AotiProtocol(LanguageServerProtocol):
 
 class AotiLanguageServer(LanguageServer):
     def __init__(self) -> None:
-        super().__init__("aoti-lsp", __version__, protocol_cls=AotiProtocol,
-                         text_document_sync_kind=types.TextDocumentSyncKind.None_)
+        super().__init__(
+            "aoti-lsp", __version__, protocol_cls=AotiProtocol, text_document_sync_kind=types.TextDocumentSyncKind.None_
+        )
         self.settings = Settings()  # the window's; a folder's own are in folder_settings
         self.folder_settings: dict[str, Settings] = {}
         self.client_protocol: int | None = None  # None: not an aoti-lens client (another editor)
@@ -67,8 +69,18 @@ class AotiLanguageServer(LanguageServer):
         self.live = LiveRuns(self)
         # Hooks run in this order: settings are pulled before discovery scans; on a settings change,
         # jobs stop before discovery starts new ones.
-        self.features: list[Feature] = [self.configuration, self.jobs, self.discovery, self.live, self.documents,
-                                        Hover(self), Actions(self), Capture(self), Diagnostics(self), FailureList(self)]
+        self.features: list[Feature] = [
+            self.configuration,
+            self.jobs,
+            self.discovery,
+            self.live,
+            self.documents,
+            Hover(self),
+            Actions(self),
+            Capture(self),
+            Diagnostics(self),
+            FailureList(self),
+        ]
         self._flush_pending = False
         self.shutting_down = False  # the client asked for shutdown: answer, but ask it nothing more
 
@@ -104,8 +116,9 @@ class AotiLanguageServer(LanguageServer):
 
     def folders(self) -> list[str]:
         folders = [to_fs_path(f.uri) for f in self.workspace.folders.values()]
-        return [os.path.abspath(f) for f in folders if f] or \
-            ([os.path.abspath(self.workspace.root_path)] if self.workspace.root_path else [])
+        return [os.path.abspath(f) for f in folders if f] or (
+            [os.path.abspath(self.workspace.root_path)] if self.workspace.root_path else []
+        )
 
     def settings_for(self, path: str) -> Settings:
         """The settings of the workspace folder holding `path`, else the window's."""
@@ -116,8 +129,11 @@ class AotiLanguageServer(LanguageServer):
         """debugDirRoots: the window's relative to the first workspace folder, a folder's relative to it."""
         base = next(iter(self.folders()), os.getcwd())
         pairs = [(base, self.settings), *self.folder_settings.items()]
-        roots = [os.path.abspath(os.path.join(folder, os.path.expanduser(r)))
-                 for folder, settings in pairs for r in settings.debug_dir_roots]
+        roots = [
+            os.path.abspath(os.path.join(folder, os.path.expanduser(r)))
+            for folder, settings in pairs
+            for r in settings.debug_dir_roots
+        ]
         return list(dict.fromkeys(roots))
 
     def roots(self) -> list[str]:
@@ -158,8 +174,11 @@ def create_server() -> AotiLanguageServer:
     @ls.feature(types.INITIALIZED)
     async def initialized(params: types.InitializedParams) -> None:
         if ls.client_protocol not in (None, PROTOCOL_VERSION):
-            ls.log(f"the client speaks aoti-lens protocol {ls.client_protocol}, this server ({__version__}) "
-                   f"{PROTOCOL_VERSION}: update one of them", types.MessageType.Warning)
+            ls.log(
+                f"the client speaks aoti-lens protocol {ls.client_protocol}, this server ({__version__}) "
+                f"{PROTOCOL_VERSION}: update one of them",
+                types.MessageType.Warning,
+            )
         for feature in ls.features:
             await feature.initialized()
 

@@ -5,6 +5,7 @@ points as a table, and the final graph. Pure: it renders a FailureRecord."""
 from __future__ import annotations
 
 import base64
+import itertools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,7 @@ def svg(points: Sequence[ShrinkPoint], title: str) -> str:
         return TOP + plot_h * (1 - nodes / y_max)
 
     steps = [f"{x(points[0].seconds):.1f},{y(points[0].nodes):.1f}"]
-    for before, point in zip(points, points[1:]):
+    for before, point in itertools.pairwise(points):
         steps += [f"{x(point.seconds):.1f},{y(before.nodes):.1f}", f"{x(point.seconds):.1f},{y(point.nodes):.1f}"]
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
@@ -50,10 +51,11 @@ def svg(points: Sequence[ShrinkPoint], title: str) -> str:
     ]
     for fraction in (0, 0.25, 0.5, 0.75, 1):
         gy, gx = y(y_max * fraction), x(x_max * fraction)
-        parts += [f'<line x1="{LEFT}" y1="{gy:.1f}" x2="{LEFT + plot_w}" y2="{gy:.1f}" stroke="#e4e4e4"/>',
-                  f'<text x="{LEFT - 6}" y="{gy + 4:.1f}" text-anchor="end" fill="#555">{y_max * fraction:g}</text>',
-                  f'<text x="{gx:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle" fill="#555">'
-                  f'{x_max * fraction:g}</text>']
+        parts += [
+            f'<line x1="{LEFT}" y1="{gy:.1f}" x2="{LEFT + plot_w}" y2="{gy:.1f}" stroke="#e4e4e4"/>',
+            f'<text x="{LEFT - 6}" y="{gy + 4:.1f}" text-anchor="end" fill="#555">{y_max * fraction:g}</text>',
+            f'<text x="{gx:.1f}" y="{TOP + plot_h + 16}" text-anchor="middle" fill="#555">{x_max * fraction:g}</text>',
+        ]
     parts += [
         f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="#888"/>',
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="#888"/>',
@@ -64,8 +66,10 @@ def svg(points: Sequence[ShrinkPoint], title: str) -> str:
     ]
     for point in points:
         px, py = x(point.seconds), y(point.nodes)
-        parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="#d62728"/>',
-                  f'<text x="{px + 6:.1f}" y="{py - 6:.1f}" fill="#d62728">{point.nodes}</text>']
+        parts += [
+            f'<circle cx="{px:.1f}" cy="{py:.1f}" r="4" fill="#d62728"/>',
+            f'<text x="{px + 6:.1f}" y="{py - 6:.1f}" fill="#d62728">{point.nodes}</text>',
+        ]
     return "\n".join(parts + ["</svg>"])
 
 
@@ -80,15 +84,26 @@ def text_curve(points: Sequence[ShrinkPoint]) -> str:
 
 def markdown(record: FailureRecord) -> str:
     what = record.signature.describe() if record.signature else "AOTI failure"
-    lines = [f"# Shrink of {record.id}", "", f"`{what}` · {record.state}"
-             + (f" · {record.queries or 0} queries, {record.seconds or 0:.0f} s" if record.history else ""), ""]
+    lines = [
+        f"# Shrink of {record.id}",
+        "",
+        f"`{what}` · {record.state}"
+        + (f" · {record.queries or 0} queries, {record.seconds or 0:.0f} s" if record.history else ""),
+        "",
+    ]
     points = record.history
     if not points:
         lines += ["No minification yet: minify the failure to see its shrink curve here.", ""]
     else:
         image = base64.b64encode(svg(points, f"{points[0].nodes} -> {points[-1].nodes} nodes").encode()).decode()
-        lines += [f"![shrink curve: graph nodes over seconds](data:image/svg+xml;base64,{image})", "",
-                  "| seconds | nodes |", "| ---: | ---: |", *[f"| {p.seconds:.1f} | {p.nodes} |" for p in points], ""]
+        lines += [
+            f"![shrink curve: graph nodes over seconds](data:image/svg+xml;base64,{image})",
+            "",
+            "| seconds | nodes |",
+            "| ---: | ---: |",
+            *[f"| {p.seconds:.1f} | {p.nodes} |" for p in points],
+            "",
+        ]
     graph = record.current_graph()
     nodes = record.nodes_now or record.nodes_at_start
     heading = "Final graph" if record.state == "minimized" else "Smallest failing graph so far"

@@ -11,7 +11,6 @@ import sys
 import textwrap
 
 import pytest
-
 from conftest import events_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -20,8 +19,16 @@ PACKAGES = ("minifier", "server")
 # its events use), the readers of a dump (launcher, signature, layout, repro.py's graph) and the
 # stdlib-only process helpers (exit text, signalling a job's group, a child's environment), and the
 # dump's lock (is a run on it alive?).
-SERVER_MAY_IMPORT = {"minifier.events", "minifier.wire", "minifier.launcher", "minifier.signature",
-                     "minifier.layout", "minifier.artifacts", "minifier.procs", "minifier.lock"}
+SERVER_MAY_IMPORT = {
+    "minifier.events",
+    "minifier.wire",
+    "minifier.launcher",
+    "minifier.signature",
+    "minifier.layout",
+    "minifier.artifacts",
+    "minifier.procs",
+    "minifier.lock",
+}
 NO_TORCH = """
 import importlib.abc, sys
 class NoTorch(importlib.abc.MetaPathFinder):
@@ -135,8 +142,13 @@ def test_the_server_uses_only_the_minifiers_contract_and_readers():
 
 def without_torch(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run `code` in a Python that refuses to import torch (its children, the workers, may)."""
-    return subprocess.run([sys.executable, "-c", NO_TORCH + textwrap.dedent(code)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", NO_TORCH + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
 
 
 def test_the_server_and_the_command_line_load_without_torch():
@@ -157,11 +169,14 @@ def test_the_server_and_the_command_line_load_without_torch():
 @pytest.mark.compile
 def test_the_driver_runs_a_failure_without_importing_torch(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path))
-    proc = without_torch(f"""
+    proc = without_torch(
+        f"""
         from minifier.cli import main
         code = main(["run", {launcher!r}, "--events"])
         assert "torch" not in sys.modules
         sys.exit(code)
-    """, timeout=900)
+    """,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e for e in events_of(proc) if e.event == "failure"]

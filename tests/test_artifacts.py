@@ -4,8 +4,16 @@ import sys
 
 import pytest
 
-from minifier.artifacts import (OutputError, prepare, read_repro_graph, relocate_dump, render_repro,
-                                rebuilt_standalone, render_standalone_fallback, write_repro)
+from minifier.artifacts import (
+    OutputError,
+    prepare,
+    read_repro_graph,
+    rebuilt_standalone,
+    relocate_dump,
+    render_repro,
+    render_standalone_fallback,
+    write_repro,
+)
 from minifier.launcher import ConfigAssignment, LauncherSpec
 from minifier.layout import DumpLayout
 
@@ -13,10 +21,14 @@ GRAPH = "def forward(self, linear):\n    relu = torch.ops.aten.relu.default(line
 
 
 def spec(tmp_path) -> LauncherSpec:
-    return LauncherSpec(path=str(tmp_path / "minifier" / "minifier_launcher.py"), pt2="/x.pt2", run_repro_line=0,
-                        config=[ConfigAssignment("torch._inductor.config", "cpp.inject_relu_bug_TESTING_ONLY",
-                                                 "compile_error")],
-                        config_patches={"aot_inductor.package": True}, env={"TORCHDYNAMO_REPRO_AFTER": None})
+    return LauncherSpec(
+        path=str(tmp_path / "minifier" / "minifier_launcher.py"),
+        pt2="/x.pt2",
+        run_repro_line=0,
+        config=[ConfigAssignment("torch._inductor.config", "cpp.inject_relu_bug_TESTING_ONLY", "compile_error")],
+        config_patches={"aot_inductor.package": True},
+        env={"TORCHDYNAMO_REPRO_AFTER": None},
+    )
 
 
 def test_repro_is_plain_torch_python_that_carries_its_graph(tmp_path):
@@ -54,16 +66,23 @@ def test_relocated_dump_uses_its_own_files(tmp_path):
 
 
 def test_accuracy_is_written_as_pytorch_writes_it(tmp_path):
-    for accuracy, written in (("", "accuracy=False,"), ("accuracy", "accuracy='accuracy',"),
-                              ("strict_accuracy", "accuracy='strict_accuracy',")):
+    for accuracy, written in (
+        ("", "accuracy=False,"),
+        ("accuracy", "accuracy='accuracy',"),
+        ("strict_accuracy", "accuracy='strict_accuracy',"),
+    ):
         assert written in render_repro(spec(tmp_path), "1.pt2", accuracy, GRAPH, [], [])
 
 
 def test_the_standalone_fallback_says_why_and_runs_repro_py(tmp_path):
     (tmp_path / "repro.py").write_text("raise RuntimeError('the same failure')\n")
     (tmp_path / "repro_standalone.py").write_text(render_standalone_fallback("a tensor of 9 GB", ["header"]))
-    proc = subprocess.run([sys.executable, str(tmp_path / "repro_standalone.py")], capture_output=True, text=True,
-                          cwd=str(tmp_path.parent))
+    proc = subprocess.run(
+        [sys.executable, str(tmp_path / "repro_standalone.py")],
+        capture_output=True,
+        text=True,
+        cwd=str(tmp_path.parent),
+    )
     assert "a tensor of 9 GB; running repro.py instead" in proc.stderr
     assert proc.stderr.rstrip().endswith("RuntimeError: the same failure")
     layout = DumpLayout.of(str(tmp_path / "minifier_launcher.py"))

@@ -4,22 +4,41 @@ import os
 import pytest
 
 from minifier import fork_protocol as fp
-from minifier.events import (SCHEMA_VERSION, CandidateEvent, CheckpointEvent, DoneEvent, Failure, FailureEvent,
-                             encode_event, parse_event)
-from minifier.worker_protocol import Outcome, QueryRequest, decode_reply, decode_request, encode
+from minifier.events import (
+    SCHEMA_VERSION,
+    CandidateEvent,
+    CheckpointEvent,
+    DoneEvent,
+    Failure,
+    FailureEvent,
+    encode_event,
+    parse_event,
+)
 from minifier.signature import ErrorAnalysis, KernelRef, Signature
 from minifier.wire import WireError
+from minifier.worker_protocol import Outcome, QueryRequest, decode_reply, decode_request, encode
 
 SIG = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
 
 
-@pytest.mark.parametrize("event", [
-    CandidateEvent(nodes=12, verdict="fails", seconds=4.1),
-    CheckpointEvent(nodes=12, path="/x/checkpoints/12.py", graph="def forward(self, x): ..."),
-    DoneEvent(nodes=1, repro="/x/repro.py", queries=5, seconds=31.0, start_nodes=73, signature=SIG),
-    FailureEvent(path="/x/failure.json", failure=Failure(launcher="/x/l.py", signature=SIG, headline="h", details="d",
-                                                         kernel=KernelRef(name="k", line=3, source_nodes=["relu"]))),
-])
+@pytest.mark.parametrize(
+    "event",
+    [
+        CandidateEvent(nodes=12, verdict="fails", seconds=4.1),
+        CheckpointEvent(nodes=12, path="/x/checkpoints/12.py", graph="def forward(self, x): ..."),
+        DoneEvent(nodes=1, repro="/x/repro.py", queries=5, seconds=31.0, start_nodes=73, signature=SIG),
+        FailureEvent(
+            path="/x/failure.json",
+            failure=Failure(
+                launcher="/x/l.py",
+                signature=SIG,
+                headline="h",
+                details="d",
+                kernel=KernelRef(name="k", line=3, source_nodes=["relu"]),
+            ),
+        ),
+    ],
+)
 def test_events_round_trip(event):
     line = encode_event(event)
     assert json.loads(line)["v"] == SCHEMA_VERSION
@@ -27,17 +46,22 @@ def test_events_round_trip(event):
 
 
 def test_design_example_lines_parse():
-    event = parse_event('{"event": "candidate", "nodes": 12, "verdict": "fails", "seconds": 4, "cached": false, "v": 1}')
+    event = parse_event(
+        '{"event": "candidate", "nodes": 12, "verdict": "fails", "seconds": 4, "cached": false, "v": 1}'
+    )
     assert event == CandidateEvent(nodes=12, verdict="fails", seconds=4.0)
 
 
-@pytest.mark.parametrize("line, message", [
-    ("garbage", "not a JSON event"),
-    ('{"event": "nope", "v": 1}', "not an aoti-minify event"),
-    ('{"event": "done", "nodes": 1, "repro": "r", "queries": 1, "seconds": 1, "v": 99}', "schema v99"),
-    ('{"event": "candidate", "nodes": "many", "verdict": "fails", "seconds": 1, "v": 1}', "expected int"),
-    ('{"event": "candidate", "nodes": 1, "verdict": "maybe", "seconds": 1, "v": 1}', "is not one of"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ("garbage", "not a JSON event"),
+        ('{"event": "nope", "v": 1}', "not an aoti-minify event"),
+        ('{"event": "done", "nodes": 1, "repro": "r", "queries": 1, "seconds": 1, "v": 99}', "schema v99"),
+        ('{"event": "candidate", "nodes": "many", "verdict": "fails", "seconds": 1, "v": 1}', "expected int"),
+        ('{"event": "candidate", "nodes": 1, "verdict": "maybe", "seconds": 1, "v": 1}', "is not one of"),
+    ],
+)
 def test_bad_lines_are_rejected_clearly(line, message):
     with pytest.raises(WireError, match=message):
         parse_event(line)
@@ -46,16 +70,27 @@ def test_bad_lines_are_rejected_clearly(line, message):
 def test_worker_messages_round_trip():
     query = QueryRequest(key="abc", kept=["relu"], values_path="/v.pt")
     assert decode_request(encode(query)) == query
-    outcome = Outcome(key="abc", status="raised", seconds=1.5,
-                      error=ErrorAnalysis(signature=SIG, headline="h", kernel=KernelRef(file="/k.cpp", line=15)))
+    outcome = Outcome(
+        key="abc",
+        status="raised",
+        seconds=1.5,
+        error=ErrorAnalysis(signature=SIG, headline="h", kernel=KernelRef(file="/k.cpp", line=15)),
+    )
     assert decode_reply(encode(outcome)) == outcome
 
 
-@pytest.mark.parametrize("message", [
-    fp.Hello(pid=7), fp.Hello(pid=7, prepared=True), fp.Prepared(),
-    fp.Spawn(env={"CUDA_VISIBLE_DEVICES": "1"}, cwd="/w"), fp.Spawned(pid=8),
-    fp.Refused(message="no fds"), fp.Exited(pid=8, returncode=-11),
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        fp.Hello(pid=7),
+        fp.Hello(pid=7, prepared=True),
+        fp.Prepared(),
+        fp.Spawn(env={"CUDA_VISIBLE_DEVICES": "1"}, cwd="/w"),
+        fp.Spawned(pid=8),
+        fp.Refused(message="no fds"),
+        fp.Exited(pid=8, returncode=-11),
+    ],
+)
 def test_fork_server_messages_round_trip(message):
     assert fp.decode(fp.encode(message)) == message
 

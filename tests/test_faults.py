@@ -17,14 +17,14 @@ import tempfile
 import time
 
 import pytest
-
 from conftest import ROOT, aoti_minify, events_of, repro_signature, workers_in
+
 from minifier.artifacts import relocate_dump
-from minifier.events import CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent
+from minifier.events import CheckpointEvent, DoneEvent, ErrorEvent
 from minifier.layout import DumpLayout
 from minifier.lock import holder
 from minifier.procs import alive
-from minifier.worklog import FORK_SERVER_LOG, LOG_LIMIT, forked_by
+from minifier.worklog import LOG_LIMIT, forked_by
 
 pytestmark = pytest.mark.compile
 
@@ -50,22 +50,35 @@ def one_line_error(proc: subprocess.CompletedProcess, code: int) -> str:
 
 
 def fork_servers(folder: str) -> set[int]:
-    return set().union(*(forked_by(open(log, errors="replace").read())
-                         for log in glob.glob(os.path.join(folder, "**", "worker-*.log"), recursive=True)))
+    return set().union(
+        *(
+            forked_by(open(log, errors="replace").read())
+            for log in glob.glob(os.path.join(folder, "**", "worker-*.log"), recursive=True)
+        )
+    )
 
 
 def digests(folder: str) -> dict[str, str]:
-    return {name: hashlib.sha256(open(os.path.join(folder, name), "rb").read()).hexdigest()
-            for name in sorted(os.listdir(folder)) if os.path.isfile(os.path.join(folder, name))}
+    return {
+        name: hashlib.sha256(open(os.path.join(folder, name), "rb").read()).hexdigest()
+        for name in sorted(os.listdir(folder))
+        if os.path.isfile(os.path.join(folder, name))
+    }
 
 
 # --- two runs on one dump, a killed driver ------------------------------------------------------
 
+
 def test_a_second_run_on_the_same_dump_refuses_naming_the_first(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), reproduced=True)
     layout = DumpLayout.of(launcher)
-    first = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     until(lambda: (h := holder(layout.lock)) is not None and h.pid == first.pid, "the first run to hold the dump")
     for command in ("minify", "run"):
         message = one_line_error(aoti_minify(command, launcher, "--events"), 6)
@@ -82,8 +95,12 @@ def test_a_second_run_on_the_same_dump_refuses_naming_the_first(dumps, tmp_path)
 def test_a_killed_driver_leaves_no_process_and_the_next_run_starts_afresh(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), reproduced=True)
     layout = DumpLayout.of(launcher)
-    driver = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--workers", "2"],
-                              stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "minifier", "minify", launcher, "--workers", "2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     for line in driver.stderr:
         if "minifying" in line:  # its workers are up, compiling the first round
             break
@@ -92,8 +109,11 @@ def test_a_killed_driver_leaves_no_process_and_the_next_run_starts_afresh(dumps,
     assert workers and alive(server)
     driver.kill()
     driver.wait()
-    until(lambda: not workers_in(layout.minifier_dir) and not alive(server), "its workers and fork server to end",
-          timeout=5)
+    until(
+        lambda: not workers_in(layout.minifier_dir) and not alive(server),
+        "its workers and fork server to end",
+        timeout=5,
+    )
     assert holder(layout.lock) is None  # the flock went with the process; its text says who was killed
     # what a run killed mid-write could leave, with the writers of an older version too
     cut = os.path.join(layout.checkpoints, "2.py")
@@ -113,11 +133,13 @@ def test_a_killed_driver_leaves_no_process_and_the_next_run_starts_afresh(dumps,
 
 # --- the output folder: full, read-only ---------------------------------------------------------
 
+
 @contextlib.contextmanager
 def tmpfs(path, size: str, readonly: bool = False):
     os.makedirs(path, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}" + (",ro" if readonly else ""), "tmpfs", str(path)],
-                   check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}" + (",ro" if readonly else ""), "tmpfs", str(path)], check=True
+    )
     try:
         yield str(path)
     finally:
@@ -133,8 +155,9 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_the_checkpoints(dumps
         assert first.returncode == 0, first.stderr[-3000:]
         layout = DumpLayout.of(launcher, output_dir=out)
         before = digests(layout.checkpoints), digests(layout.root)
-        second = subprocess.Popen([*minify, "--output-dir", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, cwd=ROOT)
+        second = subprocess.Popen(
+            [*minify, "--output-dir", out], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+        )
         for line in second.stderr:
             if "minifying" in line:  # the disk fills up while its first round compiles
                 break
@@ -167,11 +190,19 @@ def test_an_unwritable_debug_folder_is_refused_with_one_line(dumps):
             os.chmod(folder, 0o555)
             for name in files:
                 os.chmod(os.path.join(folder, name), 0o444)
-        proc = subprocess.run([*as_user, sys.executable, "-m", "minifier", "minify", launcher, "--events"],
-                              capture_output=True, text=True, cwd=ROOT, timeout=300, env={**os.environ, "HOME": base})
+        proc = subprocess.run(
+            [*as_user, sys.executable, "-m", "minifier", "minify", launcher, "--events"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=300,
+            env={**os.environ, "HOME": base},
+        )
         message = one_line_error(proc, 3)
-        assert message.endswith("minifier is not writable (read-only debug folder?); pass --output-dir DIR to write "
-                                "the minifier's outputs elsewhere"), message
+        assert message.endswith(
+            "minifier is not writable (read-only debug folder?); pass --output-dir DIR to write "
+            "the minifier's outputs elsewhere"
+        ), message
     finally:
         for folder, _, _ in os.walk(base):
             os.chmod(folder, 0o755)
@@ -180,19 +211,35 @@ def test_an_unwritable_debug_folder_is_refused_with_one_line(dumps):
 
 # --- workers that misbehave ---------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def fault_dump(tmp_path_factory) -> str:
     """PyTorch's dump of a model whose relu fails to compile, beside a custom op that misbehaves."""
     out = str(tmp_path_factory.mktemp("faulty"))
-    proc = subprocess.run([sys.executable, os.path.join(FAULTS, "aoti_lens_faults.py"), out], capture_output=True,
-                          text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": FAULTS}, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, os.path.join(FAULTS, "aoti_lens_faults.py"), out],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": FAULTS},
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.strip().splitlines()[-1]
 
 
 def minify_faulty(launcher: str, fault: str, *extra: str, **env: str) -> subprocess.CompletedProcess:
-    return aoti_minify("minify", launcher, "--events", "--workers", "2", "--import", "aoti_lens_faults", *extra,
-                       env={**os.environ, "PYTHONPATH": FAULTS, "AOTI_LENS_FAULT": fault, **env})
+    return aoti_minify(
+        "minify",
+        launcher,
+        "--events",
+        "--workers",
+        "2",
+        "--import",
+        "aoti_lens_faults",
+        *extra,
+        env={**os.environ, "PYTHONPATH": FAULTS, "AOTI_LENS_FAULT": fault, **env},
+    )
 
 
 def finished_at_relu(proc: subprocess.CompletedProcess) -> list:
@@ -237,8 +284,10 @@ def test_a_candidate_that_allocates_until_the_oom_killer_ends_it(fault_dump, tmp
         launcher = relocate_dump(fault_dump, str(tmp_path))
         proc = minify_faulty(launcher, "hog", "--no-slice", AOTI_LENS_FAULT_CGROUP=procs)
         finished_at_relu(proc)
-        assert "the eager run that saves the graph's values lost its worker (worker failed on ValuesRequest: " \
-               "worker killed by SIGKILL (nobody here killed it: the kernel's OOM killer" in proc.stderr
+        assert (
+            "the eager run that saves the graph's values lost its worker (worker failed on ValuesRequest: "
+            "worker killed by SIGKILL (nobody here killed it: the kernel's OOM killer" in proc.stderr
+        )
     finally:
         with contextlib.suppress(OSError):
             os.rmdir(os.path.dirname(procs))
@@ -248,12 +297,15 @@ def test_a_candidate_hanging_in_cpp_with_signals_blocked(fault_dump, tmp_path):
     launcher = relocate_dump(fault_dump, str(tmp_path))
     proc = minify_faulty(launcher, "hang", "--no-slice", "--timeout", "45")
     finished_at_relu(proc)
-    assert "the eager run that saves the graph's values lost its worker (worker failed on ValuesRequest: " \
-           "no answer within 45 s)" in proc.stderr
+    assert (
+        "the eager run that saves the graph's values lost its worker (worker failed on ValuesRequest: "
+        "no answer within 45 s)" in proc.stderr
+    )
     assert workers_in(os.path.dirname(launcher)) == []
 
 
 # --- bad input ----------------------------------------------------------------------------------
+
 
 def test_bad_programs_and_launcher_paths_exit_3_with_one_line(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path / "dump"))

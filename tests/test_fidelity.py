@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
+
 from minifier import worker_protocol as p
 from minifier.events import CheckpointEvent, LogEvent
 from minifier.options import Options
@@ -45,9 +45,13 @@ def test_a_failure_only_under_dynamic_shapes_survives_minification(dumps, tmp_pa
     assert "pool_tokens" in graph_of(done.repro)
     # the lie is named before any compile: the fake kernel's sizes, its symbols bound to the inputs', and the op's
     lies = [e for e in events_of(proc) if isinstance(e, LogEvent) and "fake kernel" in e.message]
-    assert [(e.level, e.message.split(": compiled")[0]) for e in lies] == [(
-        "warning", "pool_tokens (aoti_lens_examples.pool_tokens.default): its fake kernel gives float32[2, 20, 32], "
-                   "the op returns float32[2, 16, 32]")]
+    assert [(e.level, e.message.split(": compiled")[0]) for e in lies] == [
+        (
+            "warning",
+            "pool_tokens (aoti_lens_examples.pool_tokens.default): its fake kernel gives float32[2, 20, 32], "
+            "the op returns float32[2, 16, 32]",
+        )
+    ]
     # the slices around its reader race first and one wins: the accuracy probe, a whole-graph compile, never runs
     assert "slices around the lying fake kernel's readers race first" in proc.stderr
     assert "accuracy probe" not in proc.stderr, proc.stderr[-3000:]
@@ -56,8 +60,9 @@ def test_a_failure_only_under_dynamic_shapes_survives_minification(dumps, tmp_pa
         assert sorted(facts["ranges"].values()) == [[1, 8], [2, 20]], facts  # the workload's Dim ranges
         assert any(not size.isdigit() for sizes in facts["sizes"] for size in sizes), facts
     # repro.py and repro_standalone.py run elsewhere on the original example sizes, and fail the same way
-    away = copied_away(os.path.dirname(done.repro), ["repro.py", "repro.pt2", "repro_standalone.py"],
-                       str(tmp_path / "elsewhere"))
+    away = copied_away(
+        os.path.dirname(done.repro), ["repro.py", "repro.pt2", "repro_standalone.py"], str(tmp_path / "elsewhere")
+    )
     assert program_facts(os.path.join(away, "repro.pt2"), CUSTOM_OPS)["sizes"][0][2] == "32"
     for script in ("repro.py", "repro_standalone.py"):
         assert repro_signature(os.path.join(away, script), ("os", "torch", CUSTOM_OPS)).exc_type == "AccuracyError"
@@ -97,7 +102,9 @@ def test_a_while_loop_minifies_as_a_unit_with_its_subgraphs(dumps, tmp_path):
     _, done = minify(launcher)
     main = graph_of(done.repro).split("def forward")[1]
     # the cut Linear's value is fed as an input that keeps its name ("linear"): no aten call of it is left
-    assert "torch.ops.higher_order.while_loop" in main and "aten.linear" not in main and "aten.sigmoid" not in main, main
+    assert "torch.ops.higher_order.while_loop" in main and "aten.linear" not in main and "aten.sigmoid" not in main, (
+        main
+    )
     assert repro_signature(done.repro).matches(done.signature)
     standalone = done.repro.replace("repro.py", "repro_standalone.py")
     assert "class WhileLoopBodyGraph0(torch.nn.Module)" in open(standalone).read()
@@ -120,8 +127,9 @@ def test_inductor_buffer_names_do_not_split_one_real_bug(dumps, tmp_path):
         nodes = graph.by_name()
         mask = [n.name for n in graph.nodes if n.op in ("full", "arange", "unsqueeze", "index_put_", "softmax")]
         masked_add = [n.name for n in graph.nodes if n.op == "add" and any(nodes[a].op == "index_put_" for a in n.args)]
-        [result] = pool.evaluate([p.QueryRequest(key="mask", kept=mask + masked_add, values_path=session.layout.values)],
-                                 lambda r: True)
+        [result] = pool.evaluate(
+            [p.QueryRequest(key="mask", kept=mask + masked_add, values_path=session.layout.values)], lambda r: True
+        )
     finally:
         pool.close()
     small = result.outcome.error
@@ -136,12 +144,17 @@ def test_an_exception_without_a_message_is_told_by_where_and_when_it_was_raised(
     assert run.returncode == 0, run.stderr[-3000:]
     signature = events_of(run)[-1].failure.signature
     assert signature.exc_type == "AssertionError" and signature.kind == "compile_error"
-    assert signature.message == "(no message) raised in torch._inductor.codegen.cpp_wrapper_cpu.fill_args while compiling"
+    assert (
+        signature.message == "(no message) raised in torch._inductor.codegen.cpp_wrapper_cpu.fill_args while compiling"
+    )
     _, done = minify(launcher)
     assert done.nodes == 1 and "aten.full.default" in graph_of(done.repro)
-    proc = subprocess.run([sys.executable, done.repro], capture_output=True, text=True, cwd=os.path.dirname(done.repro),
-                          timeout=600)
-    assert re.search(r"^torch\._inductor\.exc\.InductorError: AssertionError: $", proc.stderr, re.M), proc.stderr[-2000:]
+    proc = subprocess.run(
+        [sys.executable, done.repro], capture_output=True, text=True, cwd=os.path.dirname(done.repro), timeout=600
+    )
+    assert re.search(r"^torch\._inductor\.exc\.InductorError: AssertionError: $", proc.stderr, re.M), proc.stderr[
+        -2000:
+    ]
 
 
 def sha(path: str) -> str:

@@ -13,8 +13,8 @@ import sys
 import time
 
 import pytest
-
 from conftest import ROOT, aoti_minify, events_of, minify, program_facts, repro_signature
+
 from minifier import worker_protocol as p
 from minifier.devices import default_devices
 from minifier.launcher import read_launcher
@@ -83,6 +83,7 @@ def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):
     # What the editor sees: only the snapshot (PyTorch's own folder holds no usable dump), claimed by capture.
     from minifier.events import BeginEvent, EventsTail
     from minifier.layout import DumpLayout, launchers_in
+
     assert launchers_in(str(tmp_path / "torch_compile_debug")) == [failure.launcher]
     logged = EventsTail(DumpLayout.of(failure.launcher).events_log).read().events
     assert [e.command for e in logged if isinstance(e, BeginEvent)] == ["capture", "run"]
@@ -114,8 +115,17 @@ def test_accuracy_failure_minifies_to_relu(dumps, tmp_path):
 def test_user_triton_kernel_reading_out_of_bounds(tmp_path):
     script = tmp_path / "train.py"
     script.write_text(USER_PROGRAM.format(bug="None", model="oob()"))
-    proc = aoti_minify("capture", "--dir", str(tmp_path), "--events", "--import", "minifier.examples.triton_ops",
-                       "--", sys.executable, str(script))
+    proc = aoti_minify(
+        "capture",
+        "--dir",
+        str(tmp_path),
+        "--events",
+        "--import",
+        "minifier.examples.triton_ops",
+        "--",
+        sys.executable,
+        str(script),
+    )
     failures = [e.failure for e in events_of(proc) if e.event == "failure"]
     assert failures, proc.stderr[-4000:]
     # an illegal memory access, or (seen on the H200) "operation not supported on global/shared address space"
@@ -129,9 +139,13 @@ def test_workers_spread_over_two_gpus(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), device="cuda")
     baseline = gpu_memory_mib()
     peak = dict(baseline)
-    with subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "4",
-                           "--devices", "0,1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          cwd=ROOT) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "4", "--devices", "0,1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    ) as proc:
         while proc.poll() is None:  # every worker holds a CUDA context (hundreds of MiB) on its own GPU
             peak = {gpu: max(peak[gpu], used) for gpu, used in gpu_memory_mib().items()}
             time.sleep(0.2)
@@ -142,8 +156,12 @@ def test_workers_spread_over_two_gpus(dumps, tmp_path):
 
 
 def gpu_memory_mib() -> dict[str, int]:
-    listed = subprocess.run(["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
-                            capture_output=True, text=True, check=True)
+    listed = subprocess.run(
+        ["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return {index.strip(): int(used) for index, used in (line.split(",") for line in listed.stdout.splitlines())}
 
 
@@ -165,12 +183,14 @@ def test_fork_server_whose_imports_touch_cuda_falls_back_to_fresh_workers(dumps,
     marker = tmp_path / "asked"
     (tmp_path / "sitecustomize.py").write_text(
         f"import os\nif not os.path.exists({str(marker)!r}):\n    open({str(marker)!r}, 'w').close()\n"
-        "    import torch\n    torch.cuda.is_available()\n")
+        "    import torch\n    torch.cuda.is_available()\n"
+    )
     monkeypatch.setenv("PYTHONPATH", f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     work = tmp_path / "work"
     work.mkdir()
-    pool = Pool(PoolConfig(init=p.InitRequest(launcher=read_launcher(launcher), work_dir=str(work)),
-                           log_dir=str(work), size=1))
+    pool = Pool(
+        PoolConfig(init=p.InitRequest(launcher=read_launcher(launcher), work_dir=str(work)), log_dir=str(work), size=1)
+    )
     try:
         stored = pool.call(p.ValuesRequest(path=str(work / "values.pt")))  # the program run eagerly on the GPU
     finally:

@@ -47,14 +47,20 @@ def test_missing_program_is_a_clear_error(launcher_dir):
     assert spec.pt2.endswith("exported_program.pt2")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("import torch\nprint('hello')\n", "not a PyTorch AOTI minifier launcher"),
-    ("def broken(:\n", "not valid Python"),
-    ("from torch._dynamo.repro.after_aot import run_repro\nrun_repro(mod, load_args)\n", "not for AOTInductor"),
-    ("from torch._dynamo.repro.aoti import run_repro\nrun_repro(ep, command='minify')\n", "no `exported_program"),
-    ("from torch._dynamo.repro.aoti import run_repro\nexported_program = torch.export.load('x.pt2')\n"
-     "run_repro(exported_program, command='explode')\n", "neither 'minify' nor 'run'"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("import torch\nprint('hello')\n", "not a PyTorch AOTI minifier launcher"),
+        ("def broken(:\n", "not valid Python"),
+        ("from torch._dynamo.repro.after_aot import run_repro\nrun_repro(mod, load_args)\n", "not for AOTInductor"),
+        ("from torch._dynamo.repro.aoti import run_repro\nrun_repro(ep, command='minify')\n", "no `exported_program"),
+        (
+            "from torch._dynamo.repro.aoti import run_repro\nexported_program = torch.export.load('x.pt2')\n"
+            "run_repro(exported_program, command='explode')\n",
+            "neither 'minify' nor 'run'",
+        ),
+    ],
+)
 def test_foreign_or_broken_files_are_rejected(tmp_path, text, message):
     with pytest.raises(BadLauncher, match=message):
         parse_launcher(text, str(tmp_path / "minifier_launcher.py"), require_pt2=False)
@@ -67,8 +73,14 @@ def test_level_one_repro_and_accuracy_launchers(tmp_path):
 
 
 def test_non_literal_config_values_are_skipped_not_executed(tmp_path):
-    text = open(DATA).read().replace("torch._dynamo.config.allow_rnn = False",
-                                     "torch._dynamo.config.allow_rnn = __import__('os').system('touch pwned')")
+    text = (
+        open(DATA)
+        .read()
+        .replace(
+            "torch._dynamo.config.allow_rnn = False",
+            "torch._dynamo.config.allow_rnn = __import__('os').system('touch pwned')",
+        )
+    )
     spec = parse_launcher(text, str(tmp_path / "minifier_launcher.py"), require_pt2=False)
     assert any("allow_rnn" in s for s in spec.skipped)
     assert not any(a.attr == "allow_rnn" for a in spec.config)
@@ -76,22 +88,38 @@ def test_non_literal_config_values_are_skipped_not_executed(tmp_path):
 
 
 def test_portable_settings_leave_out_the_machine_and_the_dump_switches(tmp_path):
-    text = open(DATA).read().replace(
-        "import os\n", "import os\nos.environ['TORCHINDUCTOR_MAX_AUTOTUNE'] = '1'\nos.environ['AOTINDUCTOR_REPRO_LEVEL'] = '3'\n"
-        "os.environ['TRITON_CACHE_DIR'] = '/home/someone/.triton'\n", 1).replace(
-        "torch._inductor.config.cpp_wrapper = False\n",
-        "torch._inductor.config.cpp_wrapper = False\ntorch._inductor.config.cpp.cxx = (None, '/opt/gcc/bin/g++')\n")
+    text = (
+        open(DATA)
+        .read()
+        .replace(
+            "import os\n",
+            "import os\nos.environ['TORCHINDUCTOR_MAX_AUTOTUNE'] = '1'\nos.environ['AOTINDUCTOR_REPRO_LEVEL'] = '3'\n"
+            "os.environ['TRITON_CACHE_DIR'] = '/home/someone/.triton'\n",
+            1,
+        )
+        .replace(
+            "torch._inductor.config.cpp_wrapper = False\n",
+            "torch._inductor.config.cpp_wrapper = False\ntorch._inductor.config.cpp.cxx = (None, '/opt/gcc/bin/g++')\n",
+        )
+    )
     spec = parse_launcher(text, str(tmp_path / "minifier_launcher.py"), require_pt2=False)
     portable = spec.portable()
     assert portable.env["TORCHINDUCTOR_MAX_AUTOTUNE"] == "1"  # changes behaviour anywhere: kept
     assert "TORCHINDUCTOR_CACHE_DIR" not in portable.env and "TRITON_CACHE_DIR" not in portable.env
     assert portable.env["AOTINDUCTOR_REPRO_LEVEL"] is None and portable.env["DUMP_AOTI_MINIFIER"] is None
-    assert not any(a.attr == "cpp.cxx" for a in portable.config) and any(a.attr == "cpp_wrapper" for a in portable.config)
-    assert sorted(spec.machine_settings) == ["TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "torch._inductor.config.cpp.cxx"]
+    assert not any(a.attr == "cpp.cxx" for a in portable.config) and any(
+        a.attr == "cpp_wrapper" for a in portable.config
+    )
+    assert sorted(spec.machine_settings) == [
+        "TORCHINDUCTOR_CACHE_DIR",
+        "TRITON_CACHE_DIR",
+        "torch._inductor.config.cpp.cxx",
+    ]
 
 
 def test_our_own_repro_files_are_launchers_that_find_their_program(tmp_path):
     from minifier.artifacts import render_repro
+
     spec = parse_launcher(open(DATA).read(), str(tmp_path / "minifier_launcher.py"), require_pt2=False)
     (tmp_path / "checkpoints").mkdir()
     (tmp_path / "checkpoints" / "3.pt2").write_bytes(b"")

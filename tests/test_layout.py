@@ -11,7 +11,8 @@ def test_outputs_go_beside_the_launcher_unless_asked_elsewhere(tmp_path):
     launcher = str(minifier / "minifier_launcher.py")
     beside = DumpLayout.of(launcher)
     assert (beside.failure_json, beside.repro_py, beside.repro_pt2) == tuple(
-        str(minifier / name) for name in ("failure.json", "repro.py", "repro.pt2"))
+        str(minifier / name) for name in ("failure.json", "repro.py", "repro.pt2")
+    )
     assert beside.checkpoint_py(12) == str(minifier / "checkpoints" / "12.py")
     assert beside.work == str(minifier / "aoti-lens-work") and beside.values.startswith(beside.work)
     assert beside.in_run_folder and beside.run_name == "run_1"
@@ -26,7 +27,9 @@ def test_outputs_go_beside_the_launcher_unless_asked_elsewhere(tmp_path):
 def test_a_level_one_repro_is_not_in_a_run_folder_and_never_overwritten(tmp_path):
     layout = DumpLayout.of(str(tmp_path / "repro.py"))
     assert not layout.in_run_folder
-    assert layout.root == str(tmp_path / "repro.minified") and layout.repro_py == str(tmp_path / "repro.minified" / "repro.py")
+    assert layout.root == str(tmp_path / "repro.minified") and layout.repro_py == str(
+        tmp_path / "repro.minified" / "repro.py"
+    )
     assert str(tmp_path / "repro.py") not in layout.outputs()
     checkpoint = DumpLayout.of(str(tmp_path / "checkpoints" / "3.py"))
     assert checkpoint.checkpoints == str(tmp_path / "checkpoints" / "3.minified" / "checkpoints")

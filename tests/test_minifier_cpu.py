@@ -13,11 +13,21 @@ import time
 
 import pytest
 import torch
-
 from conftest import ROOT, aoti_minify, events_of, minify, repro_signature, workers_in
+
 from minifier import worker_protocol as p
-from minifier.events import (BeginEvent, CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent,
-                             EventsTail, FailureEvent, last_run, parse_event)
+from minifier.events import (
+    BeginEvent,
+    CancelledEvent,
+    CandidateEvent,
+    CheckpointEvent,
+    DoneEvent,
+    ErrorEvent,
+    EventsTail,
+    FailureEvent,
+    last_run,
+    parse_event,
+)
 from minifier.layout import DumpLayout, launchers_in
 from minifier.minify import PoolOracle, Progress
 from minifier.options import Options
@@ -34,8 +44,9 @@ def final_graph(done: DoneEvent) -> str:
         return f.read()
 
 
-@pytest.mark.parametrize("bug, kind", [("compile_error", "compile_error"), ("runtime_error", "runtime_error"),
-                                       ("accuracy", "accuracy")])
+@pytest.mark.parametrize(
+    "bug, kind", [("compile_error", "compile_error"), ("runtime_error", "runtime_error"), ("accuracy", "accuracy")]
+)
 def test_seed_injections_shrink_to_the_single_relu(dumps, tmp_path, bug, kind):
     launcher = dumps.get(str(tmp_path), bug=bug)
     run = aoti_minify("run", launcher, "--events")
@@ -69,8 +80,9 @@ def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path)
         values = pool.call(p.ValuesRequest(path=session.layout.values)).stored
         order = graph.compute_nodes()
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values)))
-        oracle = PoolOracle(session, pool, Reporter(False), Progress(start_nodes=len(order), nodes=len(order)),
-                            space, graph)
+        oracle = PoolOracle(
+            session, pool, Reporter(False), Progress(start_nodes=len(order), nodes=len(order)), space, graph
+        )
         assert oracle.probe()
         while oracle.probed is None:  # no round has started: nothing called probe_first
             oracle.wait()
@@ -106,16 +118,24 @@ def test_general_search_without_slicing_reaches_one_node(dumps, tmp_path):
     assert done.queries <= 2 * done.start_nodes.bit_length() + 2  # ddmin with one culprit: ~2 log2(n)
     # The whole graph is the loaded program itself (no re-export); the worker left idle meanwhile is
     # warmed up for the next round.
-    steps = [(step, detail) for log in glob.glob(os.path.join(os.path.dirname(launcher), "aoti-lens-work", "*.log"))
-             for _, step, detail in phase_marks(open(log).read())]
+    steps = [
+        (step, detail)
+        for log in glob.glob(os.path.join(os.path.dirname(launcher), "aoti-lens-work", "*.log"))
+        for _, step, detail in phase_marks(open(log).read())
+    ]
     assert any(step == "query" and detail.endswith("of all nodes") for step, detail in steps)
     assert ("answered", "Warmed") in steps
 
 
 def test_killed_worker_does_not_stop_the_run(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), reproduced=True)
-    proc = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "1"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     killed = False
     for line in proc.stderr:
         if "minifying" in line and not killed:
@@ -133,8 +153,12 @@ def test_killed_worker_does_not_stop_the_run(dumps, tmp_path):
 
 def test_workers_die_with_a_killed_driver(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path))
-    proc = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--workers", "2"],
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minifier", "minify", launcher, "--workers", "2"],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
     for line in proc.stderr:
         if "minifying" in line:
             break
@@ -149,8 +173,13 @@ def test_workers_die_with_a_killed_driver(dumps, tmp_path):
 
 def test_cancel_keeps_the_best_checkpoint_as_repro(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), model="residual", blocks=2, reproduced=True)
-    proc = subprocess.Popen([sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2",
-                             "--no-slice"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2", "--no-slice"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+    )
     checkpoint = None
     for line in proc.stdout:
         event = parse_event(line)
@@ -172,8 +201,11 @@ def test_cancel_keeps_the_best_checkpoint_as_repro(dumps, tmp_path):
 
 def test_a_graph_that_does_not_fail_says_so(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path))
-    text = open(launcher).read().replace("inject_relu_bug_TESTING_ONLY = 'compile_error'",
-                                         "inject_relu_bug_TESTING_ONLY = None")
+    text = (
+        open(launcher)
+        .read()
+        .replace("inject_relu_bug_TESTING_ONLY = 'compile_error'", "inject_relu_bug_TESTING_ONLY = None")
+    )
     open(launcher, "w").write(text)
     for command in ("run", "minify"):
         proc = aoti_minify(command, launcher, "--events")
@@ -211,8 +243,10 @@ def test_launcher_from_another_torch_version_runs_with_warnings(dumps, tmp_path)
     launcher = dumps.get(str(tmp_path))
     text = open(launcher).read()
     text = re.sub(r"# torch version: \S+", "# torch version: 2.11.0+cu130", text)
-    text = text.replace("import torch._functorch.config\n",
-                        "import torch._functorch.config\ntorch._inductor.config.option_from_the_future = 3\n")
+    text = text.replace(
+        "import torch._functorch.config\n",
+        "import torch._functorch.config\ntorch._inductor.config.option_from_the_future = 3\n",
+    )
     open(launcher, "w").write(text)
     proc = aoti_minify("run", launcher)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -247,8 +281,10 @@ def test_capture_keeps_a_failure_that_kills_the_program(tmp_path):
     assert launchers_in(str(tmp_path / "torch_compile_debug")) == [failure.launcher]
     assert failure.launcher.endswith(".capture1/minifier/minifier_launcher.py")
     logged = EventsTail(DumpLayout.of(failure.launcher).events_log).read().events
-    assert [(e.command, e.pid) for e in logged if isinstance(e, BeginEvent)] == [("capture", logged[0].pid),
-                                                                                 ("run", logged[0].pid)]
+    assert [(e.command, e.pid) for e in logged if isinstance(e, BeginEvent)] == [
+        ("capture", logged[0].pid),
+        ("run", logged[0].pid),
+    ]
     assert isinstance(logged[-1], FailureEvent)
 
 

@@ -17,8 +17,8 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, aoti_minify, events_of, minify
+
 from minifier.events import CheckpointEvent
 
 pytestmark = pytest.mark.compile
@@ -27,8 +27,13 @@ WORKLOAD = "hf-bert-index_put_mask-keyerror"
 
 def dump_workload(name: str, out) -> str:
     pytest.importorskip("transformers")
-    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", str(out), "--workload", name],
-                          capture_output=True, text=True, cwd=ROOT, timeout=600)
+    dump = subprocess.run(
+        [sys.executable, "-m", "minifier.examples.dump", "--out", str(out), "--workload", name],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert dump.returncode == 0, dump.stderr[-4000:]
     return dump.stdout.strip().splitlines()[-1]
 
@@ -39,8 +44,13 @@ def forward_of(repro: str) -> str:
 
 def test_real_hf_model_failure_reproduces_with_its_signature(tmp_path):
     pytest.importorskip("transformers")
-    dump = subprocess.run([sys.executable, "-m", "minifier.examples.dump", "--out", str(tmp_path), "--workload",
-                           WORKLOAD], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    dump = subprocess.run(
+        [sys.executable, "-m", "minifier.examples.dump", "--out", str(tmp_path), "--workload", WORKLOAD],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert dump.returncode == 0, dump.stderr[-4000:]
     assert "InductorError" in dump.stderr  # the user's own compile failed, before any minifier ran
     launcher = dump.stdout.strip().splitlines()[-1]

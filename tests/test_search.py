@@ -269,7 +269,10 @@ def test_concurrent_failures_are_accepted_in_a_fixed_order():
     both = lambda c: "n10" in c or "n50" in c  # noqa: E731
     results = set()
     for first, second in ((a, b), (b, a)):
-        latency = lambda c, first=first: 1.0 if c == first else 1.0 + 1e-9 if c == second else len(c) / 10  # noqa: E731
+
+        def latency(c, first=first, second=second):
+            return 1.0 if c == first else 1.0 + 1e-9 if c == second else len(c) / 10
+
         result, _ = race_to_the_end(64, both, guesses=[second, first], latency=latency)
         results.add(result)
     assert results == {a}  # not whichever answered first: the smaller name among the smallest
@@ -284,7 +287,7 @@ def test_a_guess_larger_than_the_current_graph_is_stopped_not_awaited():
 
 
 def test_a_part_of_a_graph_that_passed_is_not_compiled():
-    names, space = chain(16)
+    names, _space = chain(16)
     pool = SimulatedPool(lambda c: {"n9", "n12"} <= c)
     race = Race(pool)
     clean = frozenset(names[:8])
@@ -307,6 +310,7 @@ def test_the_monotone_shortcut_still_finds_interacting_nodes_in_fewer_compiles()
 
 def test_loose_accuracy_counts_only_errors_that_reach_an_output_through_floats():
     from minifier.minify import reaching_outputs
+
     # PyTorch's parity program: log1p -> gt (a bool: never probed) -> where; relu -> where (the output)
     args = {"log1p": ["x"], "gt": ["log1p"], "relu": ["x"], "where": ["gt", "relu", "relu"]}
     assert reaching_outputs(["log1p", "relu", "where"], args, ["where"]) == ["relu", "where"]
@@ -561,10 +565,12 @@ def rounds_on(pool, n=64, run_ahead=True):
 
 def test_a_round_that_ran_ahead_of_the_wrong_candidate_stops_that_work():
     # the later half fails first, then the earlier one fails too: the round takes the earlier one
-    names, space = chain(16)
+    names, _space = chain(16)
     first, second = frozenset(names[:8]), frozenset(names[8:])
-    pool = SimulatedPool(lambda c: c in (first, second) or c == frozenset(names[:4]),
-                         latency=lambda c: 10.0 if c == first else 1.0 if c == second else 50.0)
+    pool = SimulatedPool(
+        lambda c: c in (first, second) or c == frozenset(names[:4]),
+        latency=lambda c: 10.0 if c == first else 1.0 if c == second else 50.0,
+    )
     race = Race(pool)
     assert race.first_failing([first, second], frozenset(names), then=lambda hit: [frozenset(sorted(hit)[:4])]) == first
     ran_ahead = frozenset(sorted(second)[:4])
@@ -590,13 +596,14 @@ def test_the_round_run_ahead_of_an_earlier_failure_never_stops_what_this_round_s
     # GPT-2 on the H200, single nodes at the end: a 4-node complement fails first and the round after it (its
     # single nodes) runs ahead; then a single node fails, and that run-ahead round is dropped. Its single nodes
     # are also this round's, still compiling: stopping them meant compiling them again (about 10 s there).
-    names, space = chain(5)
+    names, _space = chain(5)
     current = frozenset(names)
     singles = [frozenset([n]) for n in names]
     complements = [current - s for s in singles]
     culprit = frozenset(["n2"])
-    pool = SimulatedPool(lambda c: culprit <= c,
-                         latency=lambda c: 60.0 if not culprit <= c else 5.0 if c == culprit else 2.0)
+    pool = SimulatedPool(
+        lambda c: culprit <= c, latency=lambda c: 60.0 if not culprit <= c else 5.0 if c == culprit else 2.0
+    )
     race = Race(pool)
 
     def then(hit):

@@ -64,8 +64,11 @@ def test_normalize_masks_paths_hashes_addresses_numbers():
 def test_a_wild_pointer_is_one_bug_whichever_cuda_error_reports_it():
     def cuda(message: str) -> Signature:
         return analyze_error("AcceleratorError", f"CUDA error: {message}\nSearch for `cudaError...`").signature
-    illegal, address_space = cuda("an illegal memory access was encountered"), cuda(
-        "operation not supported on global/shared address space")
+
+    illegal, address_space = (
+        cuda("an illegal memory access was encountered"),
+        cuda("operation not supported on global/shared address space"),
+    )
     assert illegal.matches(address_space) and address_space.matches(illegal)
     assert not illegal.matches(cuda("device-side assert triggered"))
     assert not illegal.matches(cuda("misaligned address"))
@@ -73,7 +76,10 @@ def test_a_wild_pointer_is_one_bug_whichever_cuda_error_reports_it():
 
 def test_kernel_ops_segments_with_vocabulary_and_skips_unknown_words():
     assert kernel_ops("cpp_fused_add_native_layer_norm_relu_4", {"add", "native_layer_norm", "relu"}) == [
-        "add", "native_layer_norm", "relu"]
+        "add",
+        "native_layer_norm",
+        "relu",
+    ]
     assert kernel_ops("triton_poi_fused_relu_sigmoid_0", {"relu", "sigmoid"}) == ["relu", "sigmoid"]
     assert kernel_ops("triton_per_fused__softmax_mystery_3", {"_softmax"}) == ["_softmax"]
     assert kernel_ops("cpp_fused_relu_0") == ["relu"]
@@ -83,7 +89,10 @@ def test_names_inductor_generates_are_masked_like_numbers():
     """One real CPU codegen KeyError named 'buf59' in BERT and 'buf58', 'buf27'... in its candidates."""
     whole, part = (analyze_error("InductorError", f"KeyError: '{b}'", "compile").signature for b in ("buf59", "buf1"))
     assert whole.matches(part) and whole.message == "'buf<n>'"
-    assert normalize("tmp12 = in_ptr3[x0] in cpp_fused_add_softmax_7 at s77") == "tmp<n> = in_ptr<n>[x0] in <kernel> at s<n>"
+    assert (
+        normalize("tmp12 = in_ptr3[x0] in cpp_fused_add_softmax_7 at s77")
+        == "tmp<n> = in_ptr<n>[x0] in <kernel> at s<n>"
+    )
     assert normalize("triton_poi_fused_relu_0 failed") == "<kernel> failed"
     assert not whole.matches(analyze_error("InductorError", "KeyError: 'weight'").signature)
 
@@ -97,7 +106,8 @@ def test_a_messageless_exception_is_told_by_its_frame_and_phase():
     assert not here.signature.matches(elsewhere.signature) and not here.signature.matches(later.signature)
     assert later.signature.kind == "runtime_error"
     assert analyze_error("AssertionError", "AssertionError()", "load", None).signature.message == (
-        "(no message) raised while loading")
+        "(no message) raised while loading"
+    )
 
 
 def test_an_error_raised_while_compiling_is_a_compile_error_whatever_its_type():

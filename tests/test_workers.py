@@ -10,10 +10,9 @@ import time
 
 import pytest
 
-from minifier import cpu_isa
+from minifier import cpu_isa, worklog
 from minifier import fork_protocol as fp
 from minifier import worker_protocol as p
-from minifier import worklog
 from minifier.forkclient import ForkServer
 from minifier.forkserver import OWNER_GRACE
 from minifier.launcher import LauncherSpec
@@ -22,10 +21,14 @@ from minifier.procs import alive, with_this_package
 
 
 def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
-    env = env or {"TORCHINDUCTOR_CACHE_DIR": "/tmp/cache", "TORCHINDUCTOR_MAX_AUTOTUNE": "1",
-                  "TORCHDYNAMO_REPRO_AFTER": None}
-    spec = LauncherSpec(path=str(tmp_path / "minifier_launcher.py"), pt2=str(tmp_path / "x.pt2"), run_repro_line=0,
-                        env=env)
+    env = env or {
+        "TORCHINDUCTOR_CACHE_DIR": "/tmp/cache",
+        "TORCHINDUCTOR_MAX_AUTOTUNE": "1",
+        "TORCHDYNAMO_REPRO_AFTER": None,
+    }
+    spec = LauncherSpec(
+        path=str(tmp_path / "minifier_launcher.py"), pt2=str(tmp_path / "x.pt2"), run_repro_line=0, env=env
+    )
     init = p.InitRequest(launcher=spec, work_dir=str(tmp_path), imports=list(imports))
     return PoolConfig(init=init, log_dir=str(tmp_path), **kwargs)
 
@@ -66,10 +69,12 @@ def test_the_search_goes_first_but_one_worker_stays_with_the_guesses():
     assert schedule([IDLE, IDLE], foreground=2, background=0) == Plan([(0, "foreground"), (1, "foreground")])
     assert schedule([IDLE, IDLE], foreground=2, background=3) == Plan([(0, "foreground"), (1, "background")])
     assert schedule([IDLE] * 4, foreground=2, background=3) == Plan(
-        [(0, "foreground"), (1, "foreground"), (2, "background"), (3, "background")])
+        [(0, "foreground"), (1, "foreground"), (2, "background"), (3, "background")]
+    )
     # a guess still compiling keeps its worker: the next round starts on the others
     assert schedule([running("background"), IDLE, IDLE], foreground=2, background=0) == Plan(
-        [(1, "foreground"), (2, "foreground")])
+        [(1, "foreground"), (2, "foreground")]
+    )
     assert schedule([IDLE], foreground=1, background=1) == Plan([(0, "foreground")])  # one worker: no guesses
 
 
@@ -77,8 +82,9 @@ def test_a_search_with_no_worker_at_all_takes_the_youngest_guess_worker():
     guesses = [running("background", since=1.0), running("background", since=2.0)]
     assert schedule(guesses, foreground=1, background=0) == Plan([], preempt=1)
     assert schedule([running("foreground"), running("background")], foreground=1, background=0) == Plan([])
-    assert schedule([SlotView("starting", None, 0.0, False), running("background")], foreground=1,
-                    background=0) == Plan([])  # a worker is on its way
+    assert schedule(
+        [SlotView("starting", None, 0.0, False), running("background")], foreground=1, background=0
+    ) == Plan([])  # a worker is on its way
 
 
 def test_idle_workers_with_nothing_to_do_warm_up():
@@ -93,8 +99,12 @@ def test_workers_are_spread_round_robin_over_the_gpus(tmp_path, monkeypatch):
     cfg = config(tmp_path, size=4, devices=["0", "1", "2"])
     envs = [_worker_env(cfg, i) for i in range(4)]
     assert [e["CUDA_VISIBLE_DEVICES"] for e in envs] == ["0", "1", "2", "0"]
-    assert all(e["TORCHINDUCTOR_MAX_AUTOTUNE"] == "1" and "TORCHDYNAMO_REPRO_AFTER" not in e
-               and "AOTINDUCTOR_REPRO_LEVEL" not in e for e in envs)
+    assert all(
+        e["TORCHINDUCTOR_MAX_AUTOTUNE"] == "1"
+        and "TORCHDYNAMO_REPRO_AFTER" not in e
+        and "AOTINDUCTOR_REPRO_LEVEL" not in e
+        for e in envs
+    )
     # the launcher's cache folder is a path of the machine that wrote it: not followed
     assert not any("TORCHINDUCTOR_CACHE_DIR" in e for e in envs)
 
@@ -148,7 +158,11 @@ def test_a_warm_fork_server_serves_the_next_run_with_the_same_environment(tmp_pa
 
 
 def test_a_killed_driver_takes_its_workers_but_not_the_warm_fork_server(tmp_path):
-    driver = subprocess.Popen([sys.executable, "-c", f"""
+    driver = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"""
 import sys, time
 sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!r})
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
@@ -158,7 +172,11 @@ from minifier.pool import Pool
 pool = Pool(config(pathlib.Path({str(tmp_path)!r}), size=1, keep_warm=60))
 print(pool.forks.pid, pool.slots[0].proc.pid, flush=True)
 time.sleep(600)
-"""], stdout=subprocess.PIPE, text=True)
+""",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     server, worker = map(int, driver.stdout.readline().split())
     try:
         driver.kill()
@@ -210,7 +228,8 @@ def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path
     # query that needs it, and an ordinary worker after it, so that no other verdict is taken under it.
     save_relu_program(tmp_path)
     (tmp_path / "aoti_lens_env_mark.py").write_text(
-        "import os\nprint('mark:', os.environ.get('AOTI_LENS_MARK'), flush=True)\n")
+        "import os\nprint('mark:', os.environ.get('AOTI_LENS_MARK'), flush=True)\n"
+    )
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     pool = Pool(config(tmp_path, size=1, imports=["aoti_lens_env_mark"], start_timeout=120))
     try:
@@ -220,8 +239,12 @@ def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path
         [plain] = pool.wait()
     finally:
         pool.close()
-    assert (marked.query.key, marked.outcome.status, plain.query.key, plain.outcome.status) == \
-        ("marked", "passed", "plain", "passed")
+    assert (marked.query.key, marked.outcome.status, plain.query.key, plain.outcome.status) == (
+        "marked",
+        "passed",
+        "plain",
+        "passed",
+    )
     with open(worklog.worker_log(str(tmp_path), 0)) as f:
         marks = [line.split()[-1] for line in f if line.startswith("mark:")]
     assert marks == ["None", "1", "None"]
@@ -272,6 +295,7 @@ def made_in_a_child(make) -> tuple:
 def probed_in_a_child() -> tuple[dict, list]:
     """The probe's answers (real builds) and ISAs."""
     from torch._inductor.cpu_vec_isa import valid_vec_isa_list
+
     return made_in_a_child(lambda: [cpu_isa.probe(), [str(isa) for isa in valid_vec_isa_list()]])
 
 
@@ -288,6 +312,7 @@ def test_the_probe_loads_builds_without_importing_torch_and_confirms_a_failed_lo
 
     def probed_with(light_load) -> tuple[dict, list]:
         """The probe's answers and the load checks it ran, with torch 2.11's check (in a child)."""
+
         def make() -> list:
             VecISA._avx_py_load = old_check
             cpu_isa.light_load = light_load
@@ -295,6 +320,7 @@ def test_the_probe_loads_builds_without_importing_torch_and_confirms_a_failed_lo
             subprocess.run = lambda cmd, *a, **k: ran.append(cmd[-1]) or real_run(cmd, *a, **k)
             found = cpu_isa.probe()
             return [found, [code for code in ran if "LoadLibrary" in code]]
+
         return made_in_a_child(make)
 
     cpu_isa.forget()
@@ -408,6 +434,7 @@ def test_a_query_that_answers_while_another_worker_is_called_is_kept_for_the_nex
 def test_a_query_in_a_cache_of_its_own_compiles_while_the_same_graph_holds_inductors_lock(tmp_path, monkeypatch):
     # minify's early standalone check compiles the graph that the search's last candidate compiles beside it
     from torch.utils._filelock import FileLock
+
     save_relu_program(tmp_path)
     cache = tmp_path / "cache"
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))  # the workers' (a launcher's path is dropped)
@@ -490,13 +517,21 @@ def test_a_compile_marks_how_long_it_took_and_where(tmp_path):
     assert steps["compile"] <= at <= steps["load"]
     assert 0 < float(times.split()[1]) <= steps["load"] - steps["compile"] + 0.1
     assert "AotCodeCompiler.compile" in times  # on CPU a tiny graph's compile is mostly the package's g++
-    during = log[log.index("[aoti-lens phase] compile"):log.index("[aoti-lens phase] load")]
+    during = log[log.index("[aoti-lens phase] compile") : log.index("[aoti-lens phase] load")]
     assert worklog.STACK_MARK in during and "aoti_compile_and_package" in during  # the stacks it asked for
     assert log.count(worklog.STACK_MARK) == during.count(worklog.STACK_MARK)  # and only then
 
 
 def test_the_compile_mark_names_the_timers_that_took_the_time(capsys):
-    worklog.compiled_mark(12.34, {"compile_fx_inner": 12.3, "AotCodeCompiler.compile": 9.0, "compile_file": 8.9,
-                                  "Scheduler.codegen": 2.0, "GraphLowering.run": 0.1})
+    worklog.compiled_mark(
+        12.34,
+        {
+            "compile_fx_inner": 12.3,
+            "AotCodeCompiler.compile": 9.0,
+            "compile_file": 8.9,
+            "Scheduler.codegen": 2.0,
+            "GraphLowering.run": 0.1,
+        },
+    )
     [(_, times)] = worklog.compiled_marks(capsys.readouterr().out)
     assert times == "in 12.3 s: AotCodeCompiler.compile 9.0, compile_file 8.9, Scheduler.codegen 2.0"

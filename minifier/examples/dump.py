@@ -28,13 +28,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--bug", default="compile_error", choices=BUGS)
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--workload", default=None, help="a real-model workload (minifier/examples/workloads.py); "
-                        "it fixes the model, the failure and the device")
-    parser.add_argument("--repro-level", type=int, default=None, choices=(1, 2, 3, 4),
-                        help="PyTorch's aot_inductor.repro_level (default: what the bug needs); 1 writes "
-                        "OUT/repro.py (command='run') instead of a launcher")
-    parser.add_argument("--capture", action="store_true",
-                        help="snapshot each dump as it appears, as `aoti-minify capture` does, and print the snapshot")
+    parser.add_argument(
+        "--workload",
+        default=None,
+        help="a real-model workload (minifier/examples/workloads.py); it fixes the model, the failure and the device",
+    )
+    parser.add_argument(
+        "--repro-level",
+        type=int,
+        default=None,
+        choices=(1, 2, 3, 4),
+        help="PyTorch's aot_inductor.repro_level (default: what the bug needs); 1 writes "
+        "OUT/repro.py (command='run') instead of a launcher",
+    )
+    parser.add_argument(
+        "--capture",
+        action="store_true",
+        help="snapshot each dump as it appears, as `aoti-minify capture` does, and print the snapshot",
+    )
     parser.add_argument("--compile-here", action="store_true", help=argparse.SUPPRESS)  # the child's part
     args = parser.parse_args(argv)
     debug_dir = os.path.join(os.path.abspath(args.out), "torch_compile_debug")
@@ -54,11 +65,15 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     child = subprocess.run(child_argv)
     level_one = glob.glob(os.path.join(os.path.abspath(args.out), "repro.py"))  # PyTorch writes it to the cwd
-    launchers = sorted(glob.glob(os.path.join(debug_dir, "run_*", "minifier", "minifier_launcher.py")) + level_one,
-                       key=os.path.getmtime)
+    launchers = sorted(
+        glob.glob(os.path.join(debug_dir, "run_*", "minifier", "minifier_launcher.py")) + level_one,
+        key=os.path.getmtime,
+    )
     if not launchers:
-        print(f"PyTorch wrote no launcher (did the bug not trigger? the compile exited with {child.returncode})",
-              file=sys.stderr)
+        print(
+            f"PyTorch wrote no launcher (did the bug not trigger? the compile exited with {child.returncode})",
+            file=sys.stderr,
+        )
         return 1
     print(launchers[-1])
     return 0

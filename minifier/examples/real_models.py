@@ -42,24 +42,57 @@ def _hf_configs(layers: int, act: str) -> dict[str, Callable[[], object]]:
     heads = dict(num_attention_heads=2, max_position_embeddings=64, vocab_size=VOCAB)
     encoder = dict(hidden_size=WIDTH, num_hidden_layers=layers, intermediate_size=2 * WIDTH, hidden_act=act, **heads)
     decoder = dict(encoder, use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0)
-    seq2seq = dict(vocab_size=VOCAB, use_cache=False, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1,
-                   bos_token_id=0)
+    seq2seq = dict(
+        vocab_size=VOCAB, use_cache=False, decoder_start_token_id=0, pad_token_id=0, eos_token_id=1, bos_token_id=0
+    )
     return {
         "bert": lambda: T.BertModel(T.BertConfig(**encoder)),
         "roberta": lambda: T.RobertaModel(T.RobertaConfig(**encoder, pad_token_id=1)),
-        "gpt2": lambda: T.GPT2Model(T.GPT2Config(n_embd=WIDTH, n_layer=layers, n_head=2, vocab_size=VOCAB,
-                                                  n_positions=64, activation_function=act, use_cache=False,
-                                                  bos_token_id=0, eos_token_id=0)),
+        "gpt2": lambda: T.GPT2Model(
+            T.GPT2Config(
+                n_embd=WIDTH,
+                n_layer=layers,
+                n_head=2,
+                vocab_size=VOCAB,
+                n_positions=64,
+                activation_function=act,
+                use_cache=False,
+                bos_token_id=0,
+                eos_token_id=0,
+            )
+        ),
         "llama": lambda: T.LlamaModel(T.LlamaConfig(**decoder, num_key_value_heads=2)),
         "qwen2": lambda: T.Qwen2Model(T.Qwen2Config(**decoder, num_key_value_heads=1)),
-        "t5": lambda: T.T5Model(T.T5Config(d_model=WIDTH, d_kv=16, d_ff=2 * WIDTH, num_layers=layers, num_heads=2,
-                                           feed_forward_proj=act, **seq2seq)),
-        "bart": lambda: T.BartModel(T.BartConfig(d_model=WIDTH, encoder_layers=layers, decoder_layers=layers,
-                                                 encoder_attention_heads=2, decoder_attention_heads=2,
-                                                 encoder_ffn_dim=2 * WIDTH, decoder_ffn_dim=2 * WIDTH,
-                                                 activation_function=act, max_position_embeddings=64, **seq2seq)),
-        "vit": lambda: T.ViTModel(T.ViTConfig(image_size=32, patch_size=8, hidden_size=WIDTH, num_hidden_layers=layers,
-                                              num_attention_heads=2, intermediate_size=2 * WIDTH, hidden_act=act)),
+        "t5": lambda: T.T5Model(
+            T.T5Config(
+                d_model=WIDTH, d_kv=16, d_ff=2 * WIDTH, num_layers=layers, num_heads=2, feed_forward_proj=act, **seq2seq
+            )
+        ),
+        "bart": lambda: T.BartModel(
+            T.BartConfig(
+                d_model=WIDTH,
+                encoder_layers=layers,
+                decoder_layers=layers,
+                encoder_attention_heads=2,
+                decoder_attention_heads=2,
+                encoder_ffn_dim=2 * WIDTH,
+                decoder_ffn_dim=2 * WIDTH,
+                activation_function=act,
+                max_position_embeddings=64,
+                **seq2seq,
+            )
+        ),
+        "vit": lambda: T.ViTModel(
+            T.ViTConfig(
+                image_size=32,
+                patch_size=8,
+                hidden_size=WIDTH,
+                num_hidden_layers=layers,
+                num_attention_heads=2,
+                intermediate_size=2 * WIDTH,
+                hidden_act=act,
+            )
+        ),
     }
 
 
@@ -194,9 +227,13 @@ class TritonOutOfBounds(nn.Module):
 
 
 FRAGMENTS: dict[str, type[nn.Module]] = {
-    "masked_mix": MaskedMix, "spectral_detrend": SpectralDetrend, "complex_recenter": ComplexRecenter,
+    "masked_mix": MaskedMix,
+    "spectral_detrend": SpectralDetrend,
+    "complex_recenter": ComplexRecenter,
     "complex_phase": ComplexPhase,
-    "row_scale_norm": RowScaleNorm, "token_pool": TokenPool, "cond_gate": CondGate,
+    "row_scale_norm": RowScaleNorm,
+    "token_pool": TokenPool,
+    "cond_gate": CondGate,
     "triton_out_of_bounds": TritonOutOfBounds,
 }
 

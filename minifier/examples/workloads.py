@@ -25,16 +25,18 @@ TRITON_OPS = "minifier.examples.triton_ops"
 
 @dataclass(frozen=True)
 class FailureClass:
-    injection: str | None = None  # "relu:<bug>", "log1p:accuracy" or both joined by "+" (Inductor's *_TESTING_ONLY flags)
-    fragment: str | None = None   # key of real_models.FRAGMENTS, spliced at the middle activation
-    act: str = "gelu"             # the models' activation (relu where the relu injection must find one)
-    accuracy: bool = False        # needs PyTorch's repro level 4 (an fp64-checked extra compile)
+    injection: str | None = (
+        None  # "relu:<bug>", "log1p:accuracy" or both joined by "+" (Inductor's *_TESTING_ONLY flags)
+    )
+    fragment: str | None = None  # key of real_models.FRAGMENTS, spliced at the middle activation
+    act: str = "gelu"  # the models' activation (relu where the relu injection must find one)
+    accuracy: bool = False  # needs PyTorch's repro level 4 (an fp64-checked extra compile)
     # Kills the user's process before PyTorch can dump after the failure (a C++ throw inside an OpenMP region
     # aborts it; a device-side fault leaves CUDA unusable): repro level 3, the launcher written before compiling.
     kills_process: bool = False
-    dynamic: bool = False         # exported with torch.export.Dim batch and token dims
+    dynamic: bool = False  # exported with torch.export.Dim batch and token dims
     imports: tuple[str, ...] = ()  # modules every worker imports first (custom ops in the program)
-    origin: str = "injected"      # "injected" (a *_TESTING_ONLY flag), "torch" (a bug torch 2.13 has), "user code"
+    origin: str = "injected"  # "injected" (a *_TESTING_ONLY flag), "torch" (a bug torch 2.13 has), "user code"
     note: str = ""
 
 
@@ -42,42 +44,69 @@ FAILURES: dict[str, FailureClass] = {
     "relu-compile_error": FailureClass(injection="relu:compile_error", act="relu"),
     "relu-runtime_error": FailureClass(injection="relu:runtime_error", act="relu", kills_process=True),
     "relu-accuracy": FailureClass(injection="relu:accuracy", act="relu", accuracy=True),
-    "log1p-accuracy": FailureClass(injection="log1p:accuracy", act="mish", accuracy=True,
-                                   note="mish/softplus decompose to log1p"),
+    "log1p-accuracy": FailureClass(
+        injection="log1p:accuracy", act="mish", accuracy=True, note="mish/softplus decompose to log1p"
+    ),
     "index_put_mask-keyerror": FailureClass(
-        fragment="masked_mix", origin="torch",
-        note="CPU outer-loop fusion KeyError: 'bufN' (pytorch/pytorch#188228, #196570)"),
+        fragment="masked_mix",
+        origin="torch",
+        note="CPU outer-loop fusion KeyError: 'bufN' (pytorch/pytorch#188228, #196570)",
+    ),
     "complex_sub-proxy_executor": FailureClass(
-        fragment="spectral_detrend", origin="torch",
-        note="complex sub via the AOTI proxy executor: ints consumed mismatch (pytorch/pytorch#189189)"),
+        fragment="spectral_detrend",
+        origin="torch",
+        note="complex sub via the AOTI proxy executor: ints consumed mismatch (pytorch/pytorch#189189)",
+    ),
     "complex_scalar-assertion": FailureClass(
-        fragment="complex_recenter", origin="torch",
-        note="complex tensor minus a complex Python scalar: AssertionError: got <class 'complex'>"),
+        fragment="complex_recenter",
+        origin="torch",
+        note="complex tensor minus a complex Python scalar: AssertionError: got <class 'complex'>",
+    ),
     "complex_full-assertion": FailureClass(
-        fragment="complex_phase", origin="torch",
-        note="torch.full with a complex fill value: a messageless AssertionError in the C++ wrapper, while compiling"),
+        fragment="complex_phase",
+        origin="torch",
+        note="torch.full with a complex fill value: a messageless AssertionError in the C++ wrapper, while compiling",
+    ),
     "lying_fake-accuracy": FailureClass(
-        fragment="row_scale_norm", accuracy=True, imports=(CUSTOM_OPS,), origin="user code",
-        note="fake kernel returns empty_like(x) for a (..., 1) result"),
+        fragment="row_scale_norm",
+        accuracy=True,
+        imports=(CUSTOM_OPS,),
+        origin="user code",
+        note="fake kernel returns empty_like(x) for a (..., 1) result",
+    ),
     "dynamic_fake-accuracy": FailureClass(
-        fragment="token_pool", accuracy=True, dynamic=True, imports=(CUSTOM_OPS,), origin="user code",
-        note="fake kernel wrong only for symbolic sizes; static export passes"),
-    "cond-relu-compile_error": FailureClass(injection="relu:compile_error", fragment="cond_gate",
-                                            note="the only relu is inside a torch.cond branch"),
-    "triton_oob": FailureClass(fragment="triton_out_of_bounds", kills_process=True, imports=(TRITON_OPS,),
-                               origin="user code", note="user Triton kernel reads out of bounds"),
-    "dynamic-relu-compile_error": FailureClass(injection="relu:compile_error", act="relu", dynamic=True,
-                                               note="exported with Dim batch and token dims"),
+        fragment="token_pool",
+        accuracy=True,
+        dynamic=True,
+        imports=(CUSTOM_OPS,),
+        origin="user code",
+        note="fake kernel wrong only for symbolic sizes; static export passes",
+    ),
+    "cond-relu-compile_error": FailureClass(
+        injection="relu:compile_error", fragment="cond_gate", note="the only relu is inside a torch.cond branch"
+    ),
+    "triton_oob": FailureClass(
+        fragment="triton_out_of_bounds",
+        kills_process=True,
+        imports=(TRITON_OPS,),
+        origin="user code",
+        note="user Triton kernel reads out of bounds",
+    ),
+    "dynamic-relu-compile_error": FailureClass(
+        injection="relu:compile_error", act="relu", dynamic=True, note="exported with Dim batch and token dims"
+    ),
     "relu_and_log1p-accuracy": FailureClass(
-        injection="relu:accuracy+log1p:accuracy", accuracy=True,
-        note="PyTorch's test_accuracy_vs_strict_accuracy: --strict-accuracy ends at log1p, --accuracy at relu"),
+        injection="relu:accuracy+log1p:accuracy",
+        accuracy=True,
+        note="PyTorch's test_accuracy_vs_strict_accuracy: --strict-accuracy ends at log1p, --accuracy at relu",
+    ),
 }
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str
-    model: str   # an HF model (real_models.HF_MODELS), "nn_transformer", or a torchvision classifier
+    model: str  # an HF model (real_models.HF_MODELS), "nn_transformer", or a torchvision classifier
     layers: int
     failure: str
     device: str = "cpu"
@@ -125,10 +154,17 @@ class Workload:
 
 
 FAMILIES = {
-    "bert": "encoder (HF)", "roberta": "encoder (HF)", "vit": "vision encoder (HF)",
-    "gpt2": "decoder (HF)", "llama": "decoder (HF)", "qwen2": "decoder (HF)",
-    "t5": "encoder-decoder (HF)", "bart": "encoder-decoder (HF)", "nn_transformer": "torch.nn building blocks",
-    "nn_mlp": "torch.nn building blocks", "parity": "toy (PyTorch's own minifier test)",
+    "bert": "encoder (HF)",
+    "roberta": "encoder (HF)",
+    "vit": "vision encoder (HF)",
+    "gpt2": "decoder (HF)",
+    "llama": "decoder (HF)",
+    "qwen2": "decoder (HF)",
+    "t5": "encoder-decoder (HF)",
+    "bart": "encoder-decoder (HF)",
+    "nn_transformer": "torch.nn building blocks",
+    "nn_mlp": "torch.nn building blocks",
+    "parity": "toy (PyTorch's own minifier test)",
 }
 
 
@@ -136,42 +172,45 @@ def _w(name: str, model: str, layers: int, failure: str, device: str = "cpu") ->
     return Workload(name, model, layers, failure, device)
 
 
-WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    # one family at three sizes (about 100, 500 and 2000 compute nodes): queries against log(n)
-    _w("hf-bert3-relu-compile_error", "bert", 3, "relu-compile_error"),
-    _w("hf-bert20-relu-compile_error", "bert", 20, "relu-compile_error"),
-    _w("hf-bert85-relu-compile_error", "bert", 85, "relu-compile_error"),
-    _w("hf-gpt2-relu-compile_error", "gpt2", 2, "relu-compile_error"),
-    _w("hf-t5-relu-compile_error", "t5", 2, "relu-compile_error"),
-    _w("hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error"),
-    _w("hf-bart-relu-compile_error", "bart", 2, "relu-compile_error"),
-    _w("hf-vit-relu-accuracy", "vit", 4, "relu-accuracy"),
-    _w("hf-roberta-log1p-accuracy", "roberta", 3, "log1p-accuracy"),
-    _w("hf-bert-index_put_mask-keyerror", "bert", 4, "index_put_mask-keyerror"),
-    _w("hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor"),
-    _w("hf-vit-complex_scalar-assertion", "vit", 4, "complex_scalar-assertion"),
-    _w("hf-roberta-lying_fake-accuracy", "roberta", 3, "lying_fake-accuracy"),
-    _w("hf-bert-dynamic_fake-accuracy", "bert", 4, "dynamic_fake-accuracy"),
-    _w("nn-transformer-relu-compile_error", "nn_transformer", 4, "relu-compile_error"),
-    _w("nn-transformer-cond-relu-compile_error", "nn_transformer", 4, "cond-relu-compile_error"),
-    # the same failures in torch.nn's smallest model (Linear, activation, Linear), for the tests
-    _w("nn-mlp-dynamic_fake-accuracy", "nn_mlp", 1, "dynamic_fake-accuracy"),
-    _w("nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error"),
-    _w("nn-mlp-index_put_mask-keyerror", "nn_mlp", 1, "index_put_mask-keyerror"),
-    _w("nn-mlp-complex_scalar-assertion", "nn_mlp", 1, "complex_scalar-assertion"),
-    _w("nn-mlp-complex_full-assertion", "nn_mlp", 1, "complex_full-assertion"),
-    _w("toy-parity-relu_and_log1p-accuracy", "parity", 0, "relu_and_log1p-accuracy"),
-    # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
-    _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
-    _w("cuda-tv-mobilenet_v3_small-relu-compile_error", "mobilenet_v3_small", 0, "relu-compile_error", "cuda"),
-    _w("cuda-hf-bert3-relu-compile_error", "bert", 3, "relu-compile_error", "cuda"),
-    _w("cuda-hf-bert20-relu-compile_error", "bert", 20, "relu-compile_error", "cuda"),
-    _w("cuda-hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error", "cuda"),
-    _w("cuda-hf-gpt2-triton_oob", "gpt2", 2, "triton_oob", "cuda"),
-    _w("cuda-hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor", "cuda"),
-    _w("cuda-nn-mlp-dynamic-relu-compile_error", "nn_mlp", 1, "dynamic-relu-compile_error", "cuda"),
-    _w("cuda-nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error", "cuda"),
-]}
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in [
+        # one family at three sizes (about 100, 500 and 2000 compute nodes): queries against log(n)
+        _w("hf-bert3-relu-compile_error", "bert", 3, "relu-compile_error"),
+        _w("hf-bert20-relu-compile_error", "bert", 20, "relu-compile_error"),
+        _w("hf-bert85-relu-compile_error", "bert", 85, "relu-compile_error"),
+        _w("hf-gpt2-relu-compile_error", "gpt2", 2, "relu-compile_error"),
+        _w("hf-t5-relu-compile_error", "t5", 2, "relu-compile_error"),
+        _w("hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error"),
+        _w("hf-bart-relu-compile_error", "bart", 2, "relu-compile_error"),
+        _w("hf-vit-relu-accuracy", "vit", 4, "relu-accuracy"),
+        _w("hf-roberta-log1p-accuracy", "roberta", 3, "log1p-accuracy"),
+        _w("hf-bert-index_put_mask-keyerror", "bert", 4, "index_put_mask-keyerror"),
+        _w("hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor"),
+        _w("hf-vit-complex_scalar-assertion", "vit", 4, "complex_scalar-assertion"),
+        _w("hf-roberta-lying_fake-accuracy", "roberta", 3, "lying_fake-accuracy"),
+        _w("hf-bert-dynamic_fake-accuracy", "bert", 4, "dynamic_fake-accuracy"),
+        _w("nn-transformer-relu-compile_error", "nn_transformer", 4, "relu-compile_error"),
+        _w("nn-transformer-cond-relu-compile_error", "nn_transformer", 4, "cond-relu-compile_error"),
+        # the same failures in torch.nn's smallest model (Linear, activation, Linear), for the tests
+        _w("nn-mlp-dynamic_fake-accuracy", "nn_mlp", 1, "dynamic_fake-accuracy"),
+        _w("nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error"),
+        _w("nn-mlp-index_put_mask-keyerror", "nn_mlp", 1, "index_put_mask-keyerror"),
+        _w("nn-mlp-complex_scalar-assertion", "nn_mlp", 1, "complex_scalar-assertion"),
+        _w("nn-mlp-complex_full-assertion", "nn_mlp", 1, "complex_full-assertion"),
+        _w("toy-parity-relu_and_log1p-accuracy", "parity", 0, "relu_and_log1p-accuracy"),
+        # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
+        _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
+        _w("cuda-tv-mobilenet_v3_small-relu-compile_error", "mobilenet_v3_small", 0, "relu-compile_error", "cuda"),
+        _w("cuda-hf-bert3-relu-compile_error", "bert", 3, "relu-compile_error", "cuda"),
+        _w("cuda-hf-bert20-relu-compile_error", "bert", 20, "relu-compile_error", "cuda"),
+        _w("cuda-hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error", "cuda"),
+        _w("cuda-hf-gpt2-triton_oob", "gpt2", 2, "triton_oob", "cuda"),
+        _w("cuda-hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor", "cuda"),
+        _w("cuda-nn-mlp-dynamic-relu-compile_error", "nn_mlp", 1, "dynamic-relu-compile_error", "cuda"),
+        _w("cuda-nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error", "cuda"),
+    ]
+}
 
 
 @dataclass
@@ -200,10 +239,13 @@ def prepare(workload: Workload) -> Prepared:
     if failure.fragment:
         rm.splice(model, rm.FRAGMENTS[failure.fragment]())
     device = torch.device(workload.device)
-    return Prepared(model=model.to(device), inputs=tuple(t.to(device) for t in inputs),
-                    dynamic_shapes=rm.batch_and_tokens() if failure.dynamic else None,
-                    inductor_config=_injection(failure.injection, workload.device),
-                    repro_level=workload.repro_level)
+    return Prepared(
+        model=model.to(device),
+        inputs=tuple(t.to(device) for t in inputs),
+        dynamic_shapes=rm.batch_and_tokens() if failure.dynamic else None,
+        inductor_config=_injection(failure.injection, workload.device),
+        repro_level=workload.repro_level,
+    )
 
 
 def _injection(injection: str | None, device: str) -> dict[str, object]:

@@ -17,13 +17,14 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar, Union
 
 from lsprotocol import types
-from minifier.events import Failure, SourceLine, encode_event
-from minifier.signature import KernelRef, Signature
-from minifier.wire import dumps as wire_dumps
 from pygls.protocol import default_converter
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import register_lsp_features
+
+from minifier.events import Failure, SourceLine, encode_event
+from minifier.signature import KernelRef, Signature
+from minifier.wire import dumps as wire_dumps
 from server.protocol import CAPABILITY, PROTOCOL_VERSION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -57,20 +58,28 @@ class AotiClient(LanguageClient):
 
     async def command(self, name: str, *arguments: Any) -> Any:
         return await self.workspace_execute_command_async(
-            types.ExecuteCommandParams(command=name, arguments=list(arguments)))
+            types.ExecuteCommandParams(command=name, arguments=list(arguments))
+        )
 
     async def content(self, doc_uri: str) -> str:
         result = await self.workspace_text_document_content_async(types.TextDocumentContentParams(uri=doc_uri))
         return result.text
 
     async def hover(self, doc_uri: str, line: int) -> types.Hover | None:
-        return await self.text_document_hover_async(types.HoverParams(
-            text_document=types.TextDocumentIdentifier(uri=doc_uri), position=types.Position(line=line, character=4)))
+        return await self.text_document_hover_async(
+            types.HoverParams(
+                text_document=types.TextDocumentIdentifier(uri=doc_uri), position=types.Position(line=line, character=4)
+            )
+        )
 
     async def code_actions(self, doc_uri: str, diagnostics: list[types.Diagnostic]) -> list[types.CodeAction]:
-        result = await self.text_document_code_action_async(types.CodeActionParams(
-            text_document=types.TextDocumentIdentifier(uri=doc_uri), range=diagnostics[0].range,
-            context=types.CodeActionContext(diagnostics=diagnostics)))
+        result = await self.text_document_code_action_async(
+            types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=doc_uri),
+                range=diagnostics[0].range,
+                context=types.CodeActionContext(diagnostics=diagnostics),
+            )
+        )
         return [a for a in result or [] if isinstance(a, types.CodeAction)]
 
     def refreshed(self, doc_uri: str) -> list[str]:
@@ -81,8 +90,11 @@ class AotiClient(LanguageClient):
         """Every text fetched on a refresh of this graph document, once one shows `state` in its header.
         The client records a refresh only after fetching the document again: right after the event that
         caused it, the refresh may still be on its way."""
-        return await until(lambda: [t for t in self.refreshed(doc_uri) if f"\n# {state}:" in t]
-                           and self.refreshed(doc_uri), f"a refresh of {doc_uri} showing {state}", timeout)
+        return await until(
+            lambda: [t for t in self.refreshed(doc_uri) if f"\n# {state}:" in t] and self.refreshed(doc_uri),
+            f"a refresh of {doc_uri} showing {state}",
+            timeout,
+        )
 
     def minified_nodes(self, doc_uri: str) -> list[int]:
         """The node count each refresh of a graph document showed while its failure was minified."""
@@ -102,7 +114,7 @@ def converter() -> Any:
         kind = types.Command if isinstance(obj.get("command"), str) else types.CodeAction
         return conv.structure(obj, kind)
 
-    conv.register_structure_hook(Union[types.Command, types.CodeAction], command_or_action)
+    conv.register_structure_hook(Union[types.Command, types.CodeAction], command_or_action)  # noqa: UP007 (the exact type lsprotocol registers)
     return conv
 
 
@@ -147,25 +159,37 @@ def vscode_capabilities(protocol_version: int | None = PROTOCOL_VERSION) -> type
     capabilities = client_capabilities("visual-studio-code")
     assert capabilities.workspace is not None
     capabilities.workspace.text_document_content = types.TextDocumentContentClientCapabilities(
-        dynamic_registration=True)
+        dynamic_registration=True
+    )
     if protocol_version is not None:
         capabilities.experimental = {CAPABILITY: {"protocolVersion": protocol_version}}
     return capabilities
 
 
 @contextlib.asynccontextmanager
-async def lsp_session(workspace: str, settings: dict[str, Any] | None = None,
-                      capabilities: types.ClientCapabilities | None = None,
-                      env: dict[str, str] | None = None, folders: list[str] | None = None) -> AsyncIterator[AotiClient]:
-    config = ClientServerConfig(server_command=SERVER, client_factory=make_client,
-                                server_env={**os.environ, **(env or {})})
+async def lsp_session(
+    workspace: str,
+    settings: dict[str, Any] | None = None,
+    capabilities: types.ClientCapabilities | None = None,
+    env: dict[str, str] | None = None,
+    folders: list[str] | None = None,
+) -> AsyncIterator[AotiClient]:
+    config = ClientServerConfig(
+        server_command=SERVER, client_factory=make_client, server_env={**os.environ, **(env or {})}
+    )
     client = await config.start()
     assert isinstance(client, AotiClient)
     try:
-        client.initialize_result = await client.initialize_session(types.InitializeParams(
-            capabilities=capabilities or vscode_capabilities(),
-            workspace_folders=[types.WorkspaceFolder(uri=uri(f), name=os.path.basename(f)) for f in folders or [workspace]],
-            root_uri=uri(workspace), initialization_options=settings or {}))
+        client.initialize_result = await client.initialize_session(
+            types.InitializeParams(
+                capabilities=capabilities or vscode_capabilities(),
+                workspace_folders=[
+                    types.WorkspaceFolder(uri=uri(f), name=os.path.basename(f)) for f in folders or [workspace]
+                ],
+                root_uri=uri(workspace),
+                initialization_options=settings or {},
+            )
+        )
         yield client
     finally:
         for task in client.fetches:
@@ -240,8 +264,9 @@ FAKE_RUN_REPRO_LINE = 10
 FAKE_KERNEL = '#include <cstdint>\nextern "C" void cpp_fused_relu_0(float* p)\n{\n    auto tmp1 = compile error!;\n}\n'
 
 
-def fake_dump(dest: str, run: str = "run_2026_01_01_00_00_00_000000-pid_1", failure: bool = True,
-              launcher_text: str | None = None) -> str:
+def fake_dump(
+    dest: str, run: str = "run_2026_01_01_00_00_00_000000-pid_1", failure: bool = True, launcher_text: str | None = None
+) -> str:
     """A torch-free stand-in for a PyTorch dump: launcher, (empty) .pt2 and, if asked, failure.json
     naming a kernel file and a model line under `dest`. Returns the launcher's path."""
     folder = os.path.join(dest, "torch_compile_debug", run, "minifier")
@@ -260,14 +285,18 @@ def fake_dump(dest: str, run: str = "run_2026_01_01_00_00_00_000000-pid_1", fail
 
 def fake_failure(launcher: str, kernel: str, model: str) -> Failure:
     return Failure(
-        launcher=launcher, signature=Signature("CppCompileError", "'compile' was not declared in this scope",
-                                               "compile_error"),
-        headline="‘compile’ was not declared in this scope", details="g++ said no",
-        kernel=KernelRef(name="cpp_fused_relu_0", file=kernel, line=4, column=17, source_nodes=["relu"],
-                         aten_ops=["relu"]),
-        kernel_source=FAKE_KERNEL, model_lines=[SourceLine(file=model, line=4, node="relu",
-                                                           code="return torch.relu(x)")],
-        nodes=5, graph="def forward(self, x):\n    relu = torch.ops.aten.relu.default(x)\n    return (relu,)")
+        launcher=launcher,
+        signature=Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error"),
+        headline="‘compile’ was not declared in this scope",
+        details="g++ said no",
+        kernel=KernelRef(
+            name="cpp_fused_relu_0", file=kernel, line=4, column=17, source_nodes=["relu"], aten_ops=["relu"]
+        ),
+        kernel_source=FAKE_KERNEL,
+        model_lines=[SourceLine(file=model, line=4, node="relu", code="return torch.relu(x)")],
+        nodes=5,
+        graph="def forward(self, x):\n    relu = torch.ops.aten.relu.default(x)\n    return (relu,)",
+    )
 
 
 def write(path: str, text: str) -> str:

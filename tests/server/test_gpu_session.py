@@ -15,10 +15,9 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from lsprotocol import types
-
 from conftest import ROOT
 from lsp_helpers import lsp_session, until, uri
+from lsprotocol import types
 
 pytestmark = [pytest.mark.gpu, pytest.mark.compile]
 
@@ -45,12 +44,31 @@ def captured(folder, bug: str, model: str) -> str:
     script = os.path.join(folder, "train.py")
     with open(script, "w") as f:
         f.write(PROGRAM.format(bug=bug, model=model))
-    proc = subprocess.run([sys.executable, "-m", "minifier", "capture", "--dir", str(folder), "--import", IMPORT,
-                           "--", sys.executable, script], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minifier",
+            "capture",
+            "--dir",
+            str(folder),
+            "--import",
+            IMPORT,
+            "--",
+            sys.executable,
+            script,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     launchers = [ln.split("reproducing ", 1)[1] for ln in proc.stderr.splitlines() if "reproducing " in ln]
     failing = [p for p in launchers if os.path.exists(os.path.join(os.path.dirname(p), "failure.json"))]
-    for other in {os.path.dirname(os.path.dirname(p)) for p in launchers} - {os.path.dirname(os.path.dirname(failing[-1]))}:
+    for other in {os.path.dirname(os.path.dirname(p)) for p in launchers} - {
+        os.path.dirname(os.path.dirname(failing[-1]))
+    }:
         shutil.rmtree(other)  # keep one failure per capture in the workspace
     for run in os.listdir(os.path.join(folder, "torch_compile_debug")):
         if ".capture" not in run:
@@ -71,7 +89,9 @@ async def test_gpu_failures_through_the_language_server(tmp_path, dumps):
     settings = {"trusted": True, "workers": 4, "imports": [IMPORT]}
     async with lsp_session(str(ws), settings=settings) as client:
         for launcher in launchers.values():
-            await until(lambda: client.state(launcher) == "reproduced", f"{launcher} reproduced", timeout=400)
+            await until(
+                lambda launcher=launcher: client.state(launcher) == "reproduced", f"{launcher} reproduced", timeout=400
+            )
         items = {name: client.item(path) for name, path in launchers.items()}
         assert items["triton_compile_error"]["kind"] == "compile_error"
         assert items["accuracy"]["kind"] == "accuracy"
@@ -82,8 +102,9 @@ async def test_gpu_failures_through_the_language_server(tmp_path, dumps):
         kernel_uri = items["triton_compile_error"]["kernelUri"]
         assert kernel_uri and re.fullmatch(r"aoti:/.+/kernels/triton_\w+\.py", kernel_uri)
         kernel_text = await client.content(kernel_uri)
-        [(file_uri, [diagnostic])] = [(u, d) for u, d in client.diagnostics.items()
-                                      if u.endswith(".py") and "torchinductor" in u and d]
+        [(file_uri, [diagnostic])] = [
+            (u, d) for u, d in client.diagnostics.items() if u.endswith(".py") and "torchinductor" in u and d
+        ]
         assert "compile error!" in kernel_text.splitlines()[diagnostic.range.start.line]
         related = [r.location.uri for r in diagnostic.related_information or []]
         assert any(u.endswith("minifier/examples/models.py") for u in related)
@@ -93,12 +114,16 @@ async def test_gpu_failures_through_the_language_server(tmp_path, dumps):
         for item in items.values():
             await client.command("aoti.minify", item["id"])
         for name, launcher in launchers.items():
-            await until(lambda: client.state(launcher) in ("minimized", "error"), f"{name} minimized", timeout=600)
+            await until(
+                lambda launcher=launcher: client.state(launcher) in ("minimized", "error"),
+                f"{name} minimized",
+                timeout=600,
+            )
             item = client.item(launcher)
             assert item["state"] == "minimized", (name, item["message"])
             assert item["nodesNow"] == 1 and item["nodesStart"] > 1, (name, item)
             repro = os.path.join(os.path.dirname(launcher), "repro.py")
-            [on_repro] = await until(lambda: client.diagnostics.get(uri(repro)), f"{name} repro diagnostic")
+            [on_repro] = await until(lambda repro=repro: client.diagnostics.get(uri(repro)), f"{name} repro diagnostic")
             assert on_repro.severity == types.DiagnosticSeverity.Information
             assert on_repro.message.startswith("minimal repro: 1 node, reproduces ")
             # the graph document's refreshes, down to the one that shows the end (a fast minify's done
@@ -106,8 +131,11 @@ async def test_gpu_failures_through_the_language_server(tmp_path, dumps):
             await client.refreshed_until(item["graphUri"], "minimized")
             nodes = client.minified_nodes(item["graphUri"])
             assert nodes and nodes[-1] == 1 and nodes == sorted(nodes, reverse=True), (name, nodes)
-            assert [r for r in client.progress_reports.values()
-                    if r and getattr(r[0], "title", "") == f"Minifying {item['id']}"]
+            assert [
+                r
+                for r in client.progress_reports.values()
+                if r and getattr(r[0], "title", "") == f"Minifying {item['id']}"
+            ]
         await client.command("aoti.openRepro", items["out_of_bounds"]["id"])
         oob_repro = uri(os.path.join(os.path.dirname(launchers["out_of_bounds"]), "repro.py"))
         await until(lambda: client.shown_documents and client.shown_documents[-1].uri == oob_repro, "repro shown")

@@ -10,12 +10,12 @@ import re
 import time
 
 import pytest
+from lsp_helpers import alive, fake_dump, lsp_session, processes_in, until, uri
 from lsprotocol import types
+
 from minifier.layout import DumpLayout
 from minifier.lock import DumpLock
 from minifier.worklog import forked_by
-
-from lsp_helpers import alive, fake_dump, lsp_session, processes_in, until, uri
 
 
 @pytest.mark.compile
@@ -31,8 +31,11 @@ async def test_a_killed_server_leaves_no_process_and_its_restart_shows_the_last_
         failure_id = client.item(launcher)["id"]
         graph = client.item(launcher)["graphUri"]
         await client.command("aoti.minify", failure_id)
-        [(start, now)] = await until(lambda: [tuple(map(int, m.groups())) for m in map(CHECKPOINT.match,
-                                              client.refreshed(graph)) if m][:1], "the first checkpoint", timeout=400)
+        [(start, now)] = await until(
+            lambda: [tuple(map(int, m.groups())) for m in map(CHECKPOINT.match, client.refreshed(graph)) if m][:1],
+            "the first checkpoint",
+            timeout=400,
+        )
         logs = glob.glob(os.path.join(layout.work, "worker-*.log"))
         [fork_server] = set().union(*(forked_by(open(log).read()) for log in logs))
         assert processes_in(str(tmp_path)) and alive(fork_server)
@@ -65,8 +68,10 @@ async def test_a_dump_another_run_holds_is_left_alone_and_minifying_it_names_tha
         os.makedirs(os.path.dirname(lock.path), exist_ok=True)
         lock.acquire("minify")  # a terminal's `aoti-minify minify`, as far as anyone can tell
         async with lsp_session(ws, settings={"trusted": True, "keepWarm": 0}) as client:
-            await until(lambda: client.logged(f"not reproduced in the background while pid {os.getpid()} "),
-                        "the background reproduction to be skipped")
+            await until(
+                lambda: client.logged(f"not reproduced in the background while pid {os.getpid()} "),
+                "the background reproduction to be skipped",
+            )
             assert client.state(launcher) == "found"
             await client.command("aoti.minify", client.item(launcher)["id"])  # the real minifier: it stops at once
             await until(lambda: client.state(launcher) == "error", "the refusal")
@@ -93,8 +98,12 @@ async def test_symlink_loops_and_two_thousand_run_folders(tmp_path):
         items = await client.failures()
         print(f"\n2000 run folders: scanned and listed in {time.monotonic() - started:.1f} s")
         assert len(items) == 2001 and len({i["id"] for i in items}) == 2001
-        linked = str(ws / "linked" / "torch_compile_debug" / os.path.relpath(elsewhere, tmp_path / "scratch" /
-                                                                             "torch_compile_debug"))
+        linked = str(
+            ws
+            / "linked"
+            / "torch_compile_debug"
+            / os.path.relpath(elsewhere, tmp_path / "scratch" / "torch_compile_debug")
+        )
         assert {i["launcher"] for i in items} == {uri(p) for p in [*many, linked]}
         assert "def forward" in await client.content(items[0]["graphUri"])
         assert not client.logged("internal error") and client.messages == []

@@ -7,11 +7,11 @@ import asyncio
 import os
 
 import pytest
+from lsp_helpers import lsp_session, processes_in, until, uri
 from lsprotocol import types
+
 from minifier.events import load_failure
 from minifier.launcher import read_launcher
-
-from lsp_helpers import lsp_session, processes_in, until, uri
 
 pytestmark = pytest.mark.compile
 
@@ -31,9 +31,26 @@ async def test_discovery_puts_a_diagnostic_on_the_run_repro_line(tmp_path, dumps
         assert diagnostic.data == {"failureId": run_id} and diagnostic.source == "aoti-lens"
         [item] = await client.failures()
         assert item == client.item(launcher)
-        assert set(item) == {"id", "label", "runDir", "launcher", "state", "signature", "kind", "nodesStart",
-                             "nodesNow", "queries", "seconds", "message", "repro", "graphUri", "kernelUri", "shrinkUri",
-                             "report", "externalPid"}
+        assert set(item) == {
+            "id",
+            "label",
+            "runDir",
+            "launcher",
+            "state",
+            "signature",
+            "kind",
+            "nodesStart",
+            "nodesNow",
+            "queries",
+            "seconds",
+            "message",
+            "repro",
+            "graphUri",
+            "kernelUri",
+            "shrinkUri",
+            "report",
+            "externalPid",
+        }
         assert item["id"] == run_id and item["state"] == "found" and item["label"] == "AOTI failure"
         assert item["runDir"] == os.path.dirname(os.path.dirname(launcher)) and item["launcher"] == uri(launcher)
         assert item["graphUri"] == f"aoti:/{run_id}/graph.py" and item["kernelUri"] is None
@@ -41,7 +58,9 @@ async def test_discovery_puts_a_diagnostic_on_the_run_repro_line(tmp_path, dumps
         assert registration.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
         assert [w["globPattern"] for w in registration.register_options["watchers"]] == [
             "**/torch_compile_debug/run_*/minifier/{minifier_launcher.py,failure.json,repro.py,report.md}",
-            "**/torch_compile_debug/run_*/minifier/checkpoints/*.py", "**/torch_compile_debug/run_*"]
+            "**/torch_compile_debug/run_*/minifier/checkpoints/*.py",
+            "**/torch_compile_debug/run_*",
+        ]
 
 
 async def test_kernel_line_diagnostic_links_the_model_line_and_the_launcher(tmp_path, dumps):
@@ -74,13 +93,17 @@ async def test_code_actions_on_launcher_and_kernel_diagnostics(tmp_path, dumps):
         for doc, diagnostics in ((launcher, on_launcher), (kernel_file, on_kernel)):
             actions = await client.code_actions(uri(doc), list(diagnostics))
             assert [(a.title, a.command.command) for a in actions] == [
-                ("Minify this failure", "aoti.minify"), ("Reproduce failure", "aoti.reproduce"),
-                ("Show failing kernel", "aoti.showKernel")]
-            assert all(a.command.arguments == (failure_id,) and a.kind == types.CodeActionKind.QuickFix
-                       for a in actions)
+                ("Minify this failure", "aoti.minify"),
+                ("Reproduce failure", "aoti.reproduce"),
+                ("Show failing kernel", "aoti.showKernel"),
+            ]
+            assert all(
+                a.command.arguments == (failure_id,) and a.kind == types.CodeActionKind.QuickFix for a in actions
+            )
             assert actions[0].is_preferred and actions[0].diagnostics == diagnostics
-        unrelated = types.Diagnostic(range=on_launcher[0].range, message="x", source="pyright",
-                                     data={"failureId": failure_id})
+        unrelated = types.Diagnostic(
+            range=on_launcher[0].range, message="x", source="pyright", data={"failureId": failure_id}
+        )
         assert await client.code_actions(uri(launcher), [unrelated]) == []
 
 
@@ -132,14 +155,17 @@ async def test_untrusted_workspace_runs_nothing(tmp_path, dumps):
     async with lsp_session(str(tmp_path / "ws"), settings={"autoReproduce": True}) as client:
         diagnostics = await until(lambda: client.diagnostics.get(uri(launcher)), "the launcher diagnostic")
         failure_id = client.item(launcher)["id"]
-        assert [a.title for a in await client.code_actions(uri(launcher), list(diagnostics))] == \
-            ["Minify this failure", "Reproduce failure"]
+        assert [a.title for a in await client.code_actions(uri(launcher), list(diagnostics))] == [
+            "Minify this failure",
+            "Reproduce failure",
+        ]
         for command in ("aoti.minify", "aoti.reproduce"):
             await client.command(command, failure_id)
         await until(lambda: len(client.messages) == 2, "two refusals")
         assert all("untrusted workspace" in m.message for m in client.messages)
-        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"aoti": {"workers": 2, "autoReproduce": True}}))
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"aoti": {"workers": 2, "autoReproduce": True}})
+        )
         assert (await client.failures())[0]["state"] == "found"
         await asyncio.sleep(1)
         assert client.state(launcher) == "found"

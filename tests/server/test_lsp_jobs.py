@@ -9,19 +9,21 @@ import os
 import re
 
 import pytest
+from lsp_helpers import AotiClient, alive, lsp_session, processes_in, until, uri
 from lsprotocol import types
 
 from minifier.worklog import forked_by
-
-from lsp_helpers import AotiClient, alive, lsp_session, processes_in, until, uri
 
 pytestmark = pytest.mark.compile
 
 
 def progress(client: AotiClient, title: str) -> tuple[str, list]:
     """The (token, reports) of the one progress whose begin title is `title`."""
-    [found] = [(token, reports) for token, reports in client.progress_reports.items()
-               if reports and isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].title == title]
+    [found] = [
+        (token, reports)
+        for token, reports in client.progress_reports.items()
+        if reports and isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].title == title
+    ]
     return found
 
 
@@ -48,18 +50,23 @@ async def test_background_minification_with_concurrent_failures(tmp_path, dumps)
         await until(lambda: client.state(a) == "minifying", "a to be minifying")
         doc = types.TextDocumentItem(uri=uri(a), language_id="python", version=1, text=open(a).read())
         client.text_document_did_open(types.DidOpenTextDocumentParams(text_document=doc))
-        client.text_document_did_close(types.DidCloseTextDocumentParams(
-            text_document=types.TextDocumentIdentifier(uri=uri(a))))
+        client.text_document_did_close(
+            types.DidCloseTextDocumentParams(text_document=types.TextDocumentIdentifier(uri=uri(a)))
+        )
 
         await client.command("aoti.minify", id_a)  # focuses the running job instead of starting another
         graph_uri = f"aoti:/{id_a}/graph.py"
         await until(lambda: [d for d in client.shown_documents if d.uri == graph_uri], "the graph to be shown")
-        assert [x.title for x in await client.code_actions(uri(a), list(client.diagnostics[uri(a)]))] == \
-            ["Show shrinking graph", "Cancel minification", "Show failing kernel"]
+        assert [x.title for x in await client.code_actions(uri(a), list(client.diagnostics[uri(a)]))] == [
+            "Show shrinking graph",
+            "Cancel minification",
+            "Show failing kernel",
+        ]
 
         c = dumps.get(str(ws / "c"), reproduced=True)  # a launcher appears while the jobs run
-        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
-            changes=[types.FileEvent(uri=uri(c), type=types.FileChangeType.Created)]))
+        client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(changes=[types.FileEvent(uri=uri(c), type=types.FileChangeType.Created)])
+        )
         [on_c] = await until(lambda: client.diagnostics.get(uri(c)), "the diagnostic of the new launcher")
         assert on_c.message.startswith("AOTI failure: CppCompileError") and client.state(c) == "reproduced"
         # a's job is untouched by the rescan; on a loaded machine it may already have finished by now
@@ -93,8 +100,10 @@ async def test_background_minification_with_concurrent_failures(tmp_path, dumps)
 
         [on_repro] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic")
         assert on_repro.severity == types.DiagnosticSeverity.Information
-        assert on_repro.message == "minimal repro: 1 node, reproduces CppCompileError: " \
-                                   "'compile' was not declared in this scope"
+        assert (
+            on_repro.message == "minimal repro: 1 node, reproduces CppCompileError: "
+            "'compile' was not declared in this scope"
+        )
         await client.command("aoti.openRepro", id_a)
         await until(lambda: client.shown_documents[-1].uri == uri(repro), "repro.py to be shown")
         assert {i["state"] for i in await client.failures()} == {"minimized", "reproduced"}
@@ -120,8 +129,10 @@ async def test_cancel_by_command_and_from_the_progress_bar(tmp_path, dumps):
         id_a, id_b = client.item(a)["id"], client.item(b)["id"]
         for failure_id in (id_a, id_b):
             await client.command("aoti.minify", failure_id)
-        started = await until(lambda: len(client.logged(r"\(pid \d+\)$")) == 2 and client.logged(r"\(pid (\d+)\)$"),
-                              "both children to start")
+        started = await until(
+            lambda: len(client.logged(r"\(pid \d+\)$")) == 2 and client.logged(r"\(pid (\d+)\)$"),
+            "both children to start",
+        )
         pids = [int(m.group(1)) for m in started]
         await asyncio.sleep(2)  # into the minifier's worker start-up
 
@@ -130,8 +141,9 @@ async def test_cancel_by_command_and_from_the_progress_bar(tmp_path, dumps):
         client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token_b))
 
         await until(lambda: client.state(a) == client.state(b) == "cancelled", "both to be cancelled", timeout=60)
-        await until(lambda: ended(client, f"Minifying {id_a}") and ended(client, f"Minifying {id_b}"),
-                    "both progress ends")
+        await until(
+            lambda: ended(client, f"Minifying {id_a}") and ended(client, f"Minifying {id_b}"), "both progress ends"
+        )
         assert all(client.item(p)["message"].startswith("cancelled at 3") for p in (a, b))
         assert client.logged(f"{id_a}: cancelling minify \\(cancelled by the user\\)")
         assert client.logged(f"{id_b}: cancelling minify \\(cancelled from the progress bar\\)")

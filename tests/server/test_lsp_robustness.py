@@ -10,20 +10,31 @@ import re
 import shutil
 
 import pytest
+from lsp_helpers import (
+    FAKE_RUN_REPRO_LINE,
+    alive,
+    fake_dump,
+    fake_python,
+    lsp_session,
+    until,
+    uri,
+    vscode_capabilities,
+    write,
+)
 from lsprotocol import types
+
 from minifier.events import CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, LogEvent, StartEvent
 from minifier.signature import Signature
-
-from lsp_helpers import (FAKE_RUN_REPRO_LINE, alive, fake_dump, fake_python, lsp_session, processes_in, until, uri,
-                         vscode_capabilities, write)
 
 
 async def test_server_never_imports_torch(tmp_path):
     """A `torch` that refuses to import sits first on the server's path; a full session with a
     failure (discovery, diagnostics, hover, documents, actions) must never touch it."""
     marker = tmp_path / "torch-was-imported"
-    write(str(tmp_path / "poison" / "torch" / "__init__.py"),
-          f"open({str(marker)!r}, 'w').close()\nraise ImportError('aoti-lsp imported torch')\n")
+    write(
+        str(tmp_path / "poison" / "torch" / "__init__.py"),
+        f"open({str(marker)!r}, 'w').close()\nraise ImportError('aoti-lsp imported torch')\n",
+    )
     launcher = fake_dump(str(tmp_path / "ws"))
     kernel = str(tmp_path / "ws" / "kernels" / "ck.kernel.cpp")
     async with lsp_session(str(tmp_path / "ws"), env={"PYTHONPATH": str(tmp_path / "poison")}) as client:
@@ -42,13 +53,19 @@ async def test_bad_launchers_get_one_clear_diagnostic_and_no_actions(tmp_path):
     not_python = fake_dump(ws, "run_1-pid_1", failure=False, launcher_text="def broken(:\n")
     no_pt2 = fake_dump(ws, "run_2-pid_2", failure=False)
     os.remove(os.path.join(os.path.dirname(no_pt2), "checkpoints", "exported_program.pt2"))
-    dynamo = fake_dump(ws, "run_3-pid_3", failure=False, launcher_text=(
-        "from torch._dynamo.repro.after_aot import run_repro\nrun_repro(None)\n"))
+    dynamo = fake_dump(
+        ws,
+        "run_3-pid_3",
+        failure=False,
+        launcher_text=("from torch._dynamo.repro.after_aot import run_repro\nrun_repro(None)\n"),
+    )
     good = fake_dump(ws, "run_4-pid_4")
     # keepWarm 0: nothing at all may run, not even the warm-up that the reproduced good launcher would get
     async with lsp_session(ws, settings={"trusted": True, "python": python, "keepWarm": 0}) as client:
-        await until(lambda: all(client.diagnostics.get(uri(p)) for p in (not_python, no_pt2, dynamo, good)),
-                    "diagnostics on all four launchers")
+        await until(
+            lambda: all(client.diagnostics.get(uri(p)) for p in (not_python, no_pt2, dynamo, good)),
+            "diagnostics on all four launchers",
+        )
         reasons = {not_python: "not valid Python", no_pt2: "exported program is missing", dynamo: "not for AOTInductor"}
         for launcher, reason in reasons.items():
             [diagnostic] = client.diagnostics[uri(launcher)]
@@ -65,15 +82,23 @@ async def test_bad_launchers_get_one_clear_diagnostic_and_no_actions(tmp_path):
     assert not ran.exists()
 
 
-@pytest.mark.parametrize("tail, expected", [
-    ("kill -SEGV $$", "killed by SIGSEGV"),
-    ("exit 4", "no torch in this interpreter"),
-])
+@pytest.mark.parametrize(
+    "tail, expected",
+    [
+        ("kill -SEGV $$", "killed by SIGSEGV"),
+        ("exit 4", "no torch in this interpreter"),
+    ],
+)
 async def test_minifier_child_crashing_or_printing_garbage(tmp_path, tail, expected):
     ws = str(tmp_path / "ws")
     launcher = fake_dump(ws, failure=False)
-    events = ["this is not JSON", '{"event": "nonsense", "v": 1}', '{"event": "log", "message": "x", "v": 99}',
-              LogEvent(message="reproducing"), "\x00\xff garbage"]
+    events = [
+        "this is not JSON",
+        '{"event": "nonsense", "v": 1}',
+        '{"event": "log", "message": "x", "v": 99}',
+        LogEvent(message="reproducing"),
+        "\x00\xff garbage",
+    ]
     if tail == "exit 4":
         events.append(ErrorEvent(code="environment", message="no torch in this interpreter"))
     python = fake_python(str(tmp_path / "python"), events, tail=f"echo '[aoti-minify] stderr line' >&2\n{tail}")
@@ -93,15 +118,21 @@ async def test_run_folder_deleted_while_its_job_runs(tmp_path):
     ws = str(tmp_path / "ws")
     launcher = fake_dump(ws)
     run_dir = os.path.dirname(os.path.dirname(launcher))
-    python = fake_python(str(tmp_path / "python"), [StartEvent(nodes=5, signature=Signature("E", "m"))],
-                         tail="echo \"pid $$\" >&2\nexec sleep 60")
+    python = fake_python(
+        str(tmp_path / "python"),
+        [StartEvent(nodes=5, signature=Signature("E", "m"))],
+        tail='echo "pid $$" >&2\nexec sleep 60',
+    )
     async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
         await until(lambda: client.item(launcher), "discovery")
         await client.command("aoti.minify", client.item(launcher)["id"])
         [pid] = [int(m.group(1)) for m in await until(lambda: client.logged(r": pid (\d+)$"), "the child's pid")]
         shutil.rmtree(run_dir)
-        client.workspace_did_change_watched_files(types.DidChangeWatchedFilesParams(
-            changes=[types.FileEvent(uri=uri(run_dir), type=types.FileChangeType.Deleted)]))
+        client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams(
+                changes=[types.FileEvent(uri=uri(run_dir), type=types.FileChangeType.Deleted)]
+            )
+        )
         await until(lambda: client.failure_lists[-1] == [], "the failure to go away")
         await until(lambda: not client.diagnostics[uri(launcher)], "its diagnostics to be cleared")
         await until(lambda: not alive(pid), "the child to be stopped", timeout=15)
@@ -120,13 +151,29 @@ async def test_graph_refreshes_and_progress_follow_checkpoints_in_order(tmp_path
     launcher = fake_dump(ws)
     folder = os.path.dirname(launcher)
     signature = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
-    checkpoints = [CheckpointEvent(nodes=n, path=os.path.join(folder, "checkpoints", f"{n}.py"), graph=f"graph_{n}",
-                                   queries=q, seconds=q) for n, q in ((4, 1), (2, 3), (1, 5))]
-    python = fake_python(str(tmp_path / "python"), [
-        StartEvent(nodes=5, signature=signature, graph="graph_5"),
-        CandidateEvent(nodes=4, verdict="fails", seconds=1.0, queries=1), *checkpoints,
-        DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=5, seconds=5, start_nodes=5,
-                  signature=signature)], pause=0.3)
+    checkpoints = [
+        CheckpointEvent(
+            nodes=n, path=os.path.join(folder, "checkpoints", f"{n}.py"), graph=f"graph_{n}", queries=q, seconds=q
+        )
+        for n, q in ((4, 1), (2, 3), (1, 5))
+    ]
+    python = fake_python(
+        str(tmp_path / "python"),
+        [
+            StartEvent(nodes=5, signature=signature, graph="graph_5"),
+            CandidateEvent(nodes=4, verdict="fails", seconds=1.0, queries=1),
+            *checkpoints,
+            DoneEvent(
+                nodes=1,
+                repro=os.path.join(folder, "repro.py"),
+                queries=5,
+                seconds=5,
+                start_nodes=5,
+                signature=signature,
+            ),
+        ],
+        pause=0.3,
+    )
     async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
         await until(lambda: client.item(launcher), "discovery")
         failure_id = client.item(launcher)["id"]
@@ -134,21 +181,31 @@ async def test_graph_refreshes_and_progress_follow_checkpoints_in_order(tmp_path
         await client.command("aoti.minify", failure_id)
         await until(lambda: client.state(launcher) == "minimized", "the minimized state")
         texts = await client.refreshed_until(graph, "minimized")
-        assert headers(texts) == [("5", "# minifying"), ("5 -> 4", "# minifying"), ("5 -> 4 -> 2", "# minifying"),
-                                  ("5 -> 4 -> 2 -> 1", "# minifying"), ("5 -> 4 -> 2 -> 1", "# minimized")]
+        assert headers(texts) == [
+            ("5", "# minifying"),
+            ("5 -> 4", "# minifying"),
+            ("5 -> 4 -> 2", "# minifying"),
+            ("5 -> 4 -> 2 -> 1", "# minifying"),
+            ("5 -> 4 -> 2 -> 1", "# minimized"),
+        ]
         assert [t.splitlines()[-1] for t in texts][-4:] == ["graph_4", "graph_2", "graph_1", "graph_1"]
         assert texts[-1].startswith("# 5 -> 4 -> 2 -> 1 nodes, 5 queries, 5 s\n")
         # the shrink picture is refreshed with the graph: each checkpoint a point, then the graph
-        [shrink] = await until(lambda: [t for t in client.refreshed(f"aoti:/{failure_id}/shrink.md")[-1:]
-                                        if "| 5.0 | 1 |" in t], "the shrink picture's last refresh")
+        [shrink] = await until(
+            lambda: [t for t in client.refreshed(f"aoti:/{failure_id}/shrink.md")[-1:] if "| 5.0 | 1 |" in t],
+            "the shrink picture's last refresh",
+        )
         assert "![shrink curve" in shrink and "| 3.0 | 2 |" in shrink and "graph_1" in shrink
-        [(token, reports)] = client.progress_reports.items()
+        [(_token, reports)] = client.progress_reports.items()
         await until(lambda: isinstance(reports[-1], types.WorkDoneProgressEnd), "the progress end")
         begin, *middle, end = reports
         assert begin.title == f"Minifying {failure_id}" and begin.cancellable
         assert [r.percentage for r in middle] == [0, 0, 25, 75, 100]
-        assert [r.message.split(",")[0] for r in middle] == ["5 -> 5 nodes"] * 2 + ["5 -> 4 nodes", "5 -> 2 nodes",
-                                                                                     "5 -> 1 nodes"]
+        assert [r.message.split(",")[0] for r in middle] == ["5 -> 5 nodes"] * 2 + [
+            "5 -> 4 nodes",
+            "5 -> 2 nodes",
+            "5 -> 1 nodes",
+        ]
         assert end.message == "minimized: 5 -> 1 nodes, 5 queries, 5 s"
 
 
@@ -158,11 +215,22 @@ def fast_minify(tmp_path, ws: str, name: str) -> tuple[str, str]:
     launcher = fake_dump(os.path.join(ws, name), run=f"run_{name}-pid_1")
     folder = os.path.dirname(launcher)
     signature = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
-    python = fake_python(str(tmp_path / f"python-{name}"), [
-        StartEvent(nodes=5, signature=signature, graph="graph_5"),
-        CheckpointEvent(nodes=1, path=os.path.join(folder, "checkpoints", "1.py"), graph="graph_1", queries=3),
-        DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=3, seconds=1, start_nodes=5,
-                  signature=signature)], before=f"echo '# repro' > {folder}/repro.py; sleep 1")
+    python = fake_python(
+        str(tmp_path / f"python-{name}"),
+        [
+            StartEvent(nodes=5, signature=signature, graph="graph_5"),
+            CheckpointEvent(nodes=1, path=os.path.join(folder, "checkpoints", "1.py"), graph="graph_1", queries=3),
+            DoneEvent(
+                nodes=1,
+                repro=os.path.join(folder, "repro.py"),
+                queries=3,
+                seconds=1,
+                start_nodes=5,
+                signature=signature,
+            ),
+        ],
+        before=f"echo '# repro' > {folder}/repro.py; sleep 1",
+    )
     return launcher, python
 
 
@@ -177,14 +245,19 @@ async def test_fast_minifications_at_once_leave_every_graph_showing_its_end(tmp_
         await until(lambda: all(client.item(launcher) for launcher, _ in minifies), "discovery")
         for launcher, python in minifies:
             # one interpreter per failure: each job reads the setting as it starts
-            client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-                settings={"aoti": {"python": python}}))
+            client.workspace_did_change_configuration(
+                types.DidChangeConfigurationParams(settings={"aoti": {"python": python}})
+            )
             await client.command("aoti.minify", client.item(launcher)["id"])
-            await until(lambda: client.logged(f"started {python} "), "the job to start")
+            await until(lambda python=python: client.logged(f"started {python} "), "the job to start")
         for launcher, _ in minifies:
             repro = os.path.join(os.path.dirname(launcher), "repro.py")
-            await until(lambda: client.state(launcher) == "minimized" and client.diagnostics.get(uri(repro)),
-                        "minimized, with its repro diagnostic")
+            await until(
+                lambda launcher=launcher, repro=repro: (
+                    client.state(launcher) == "minimized" and client.diagnostics.get(uri(repro))
+                ),
+                "minimized, with its repro diagnostic",
+            )
             graph = client.item(launcher)["graphUri"]
             # read right after the diagnostic, the refresh may still be on its way (the GPU test's mistake)
             final = await client.refreshed_until(graph, "minimized")
@@ -197,11 +270,18 @@ async def test_a_failed_refresh_does_not_turn_the_live_graph_off(tmp_path):
     launcher = fake_dump(ws)
     folder = os.path.dirname(launcher)
     signature = Signature("E", "m")
-    python = fake_python(str(tmp_path / "python"), [
-        StartEvent(nodes=5, signature=signature),
-        *[CheckpointEvent(nodes=n, path=os.path.join(folder, "checkpoints", f"{n}.py"), graph=f"graph_{n}")
-          for n in (4, 2, 1)],
-        DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=5, seconds=5, start_nodes=5)], pause=0.5)
+    python = fake_python(
+        str(tmp_path / "python"),
+        [
+            StartEvent(nodes=5, signature=signature),
+            *[
+                CheckpointEvent(nodes=n, path=os.path.join(folder, "checkpoints", f"{n}.py"), graph=f"graph_{n}")
+                for n in (4, 2, 1)
+            ],
+            DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=5, seconds=5, start_nodes=5),
+        ],
+        pause=0.5,
+    )
     async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
         client.failing_refreshes = 2
         await until(lambda: client.item(launcher), "discovery")
@@ -217,14 +297,18 @@ async def test_malformed_client_messages_are_logged_and_the_server_keeps_serving
     launcher = fake_dump(str(tmp_path / "ws"))
     async with lsp_session(str(tmp_path / "ws")) as client:
         await until(lambda: client.item(launcher), "discovery")
-        for body in (b'{"jsonrpc": "2.0", "method": "workspace/didChangeWatchedFiles", "params": {"changes": 7}}',
-                     b'{"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration", '
-                     b'"params": {"settings": {"aoti": {"workers": "many", "python": 3}}}}',
-                     b'{"jsonrpc": "2.0", "method": "aoti/unknown", "params": {}}'):
+        for body in (
+            b'{"jsonrpc": "2.0", "method": "workspace/didChangeWatchedFiles", "params": {"changes": 7}}',
+            b'{"jsonrpc": "2.0", "method": "workspace/didChangeConfiguration", '
+            b'"params": {"settings": {"aoti": {"workers": "many", "python": 3}}}}',
+            b'{"jsonrpc": "2.0", "method": "aoti/unknown", "params": {}}',
+        ):
             client.protocol.writer.write(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
         await until(lambda: client.logged("setting python=3 ignored"), "the bad settings to be reported")
-        assert client.logged(r"aoti-lsp internal error .*caused by ClassValidationError: While structuring "
-                             r"DidChangeWatchedFilesNotification")
+        assert client.logged(
+            r"aoti-lsp internal error .*caused by ClassValidationError: While structuring "
+            r"DidChangeWatchedFilesNotification"
+        )
         assert client.logged("setting workers='many' ignored: expected an integer >= 1")
         assert len(await client.failures()) == 1
         assert client.messages == []  # nothing popped up
@@ -233,11 +317,12 @@ async def test_malformed_client_messages_are_logged_and_the_server_keeps_serving
 async def test_trust_granted_later_starts_background_work_and_revoking_it_stops_it(tmp_path):
     ws = str(tmp_path / "ws")
     launcher = fake_dump(ws, failure=False)
-    python = fake_python(str(tmp_path / "python"), [], tail="echo \"pid $$\" >&2\nexec sleep 60")
+    python = fake_python(str(tmp_path / "python"), [], tail='echo "pid $$" >&2\nexec sleep 60')
     async with lsp_session(ws, settings={"python": python}) as client:
         await until(lambda: client.state(launcher) == "found", "discovery")
         client.workspace_did_change_configuration(
-            types.DidChangeConfigurationParams(settings={"aoti": {"trusted": True}}))
+            types.DidChangeConfigurationParams(settings={"aoti": {"trusted": True}})
+        )
         await until(lambda: client.state(launcher) == "reproducing", "the background reproduction")
         [pid] = [int(m.group(1)) for m in await until(lambda: client.logged(r": pid (\d+)$"), "the child's pid")]
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"trusted": False}))
@@ -256,8 +341,9 @@ async def test_debug_dir_roots_outside_the_workspace(tmp_path):
     async with lsp_session(str(ws), capabilities=capabilities) as client:
         await until(lambda: client.logged(r"scanned .*: 0 AOTI failure"), "the scan of an empty workspace")
         [first] = await until(lambda: client.registrations, "the file watchers")
-        client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-            settings={"aoti": {"debugDirRoots": ["../elsewhere"]}}))
+        client.workspace_did_change_configuration(
+            types.DidChangeConfigurationParams(settings={"aoti": {"debugDirRoots": ["../elsewhere"]}})
+        )
         await until(lambda: client.item(launcher), "the dump outside the workspace")
         assert client.diagnostics[uri(launcher)][0].range.start.line == FAKE_RUN_REPRO_LINE
         [second] = await until(lambda: [r for r in client.registrations if r.id != first.id], "new file watchers")
@@ -274,18 +360,26 @@ async def test_minify_during_a_background_reproduction_replaces_it(tmp_path):
     launcher = fake_dump(ws, failure=False)
     folder = os.path.dirname(launcher)
     signature = Signature("E", "m")
-    python = fake_python(str(tmp_path / "python"), [
-        StartEvent(nodes=2, signature=signature),
-        DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=1, seconds=1, start_nodes=2),
-    ], before='if [ "$3" = run ]; then exec sleep 60; fi')
+    python = fake_python(
+        str(tmp_path / "python"),
+        [
+            StartEvent(nodes=2, signature=signature),
+            DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=1, seconds=1, start_nodes=2),
+        ],
+        before='if [ "$3" = run ]; then exec sleep 60; fi',
+    )
     async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
         await until(lambda: client.logged(r"started .* -m minifier run "), "the background reproduction")
         await client.command("aoti.minify", client.item(launcher)["id"])
         await until(lambda: client.state(launcher) == "minimized", "the minification")
         assert client.logged(r"cancelling run \(minification requested\)")
         states = [items[0]["state"] for items in client.failure_lists]
-        assert [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s] == \
-            ["reproducing", "cancelled", "minifying", "minimized"]
+        assert [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s] == [
+            "reproducing",
+            "cancelled",
+            "minifying",
+            "minimized",
+        ]
 
 
 async def test_a_dump_no_file_event_reported_still_shows_up(tmp_path):

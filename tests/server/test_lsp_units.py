@@ -36,7 +36,11 @@ def test_virtual_document_uris_round_trip():
 
 def test_watched_paths_map_to_their_launcher():
     launcher = "/w/torch_compile_debug/run_1/minifier/minifier_launcher.py"
-    for path in (launcher, "/w/torch_compile_debug/run_1", "/w/torch_compile_debug/run_1/minifier/failure.json",
-                 "/w/torch_compile_debug/run_1/minifier/checkpoints/3.py"):
+    for path in (
+        launcher,
+        "/w/torch_compile_debug/run_1",
+        "/w/torch_compile_debug/run_1/minifier/failure.json",
+        "/w/torch_compile_debug/run_1/minifier/checkpoints/3.py",
+    ):
         assert launcher_for(path) == launcher
     assert launcher_for("/w/torch_compile_debug") is None and launcher_for("/w/src/model.py") is None

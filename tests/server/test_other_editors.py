@@ -10,14 +10,21 @@ import os
 import shutil
 import socket
 
+from lsp_helpers import fake_dump, fake_failure, fake_python, lsp_session, processes_in, until, uri, write
 from lsprotocol import types
-from minifier.events import (BeginEvent, CandidateEvent, CheckpointEvent, DoneEvent, FailureEvent, StartEvent,
-                             encode_event)
-from minifier.layout import DumpLayout
-from minifier.signature import Signature
 from pytest_lsp import client_capabilities
 
-from lsp_helpers import (fake_dump, fake_failure, fake_python, lsp_session, processes_in, until, uri, write)
+from minifier.events import (
+    BeginEvent,
+    CandidateEvent,
+    CheckpointEvent,
+    DoneEvent,
+    FailureEvent,
+    StartEvent,
+    encode_event,
+)
+from minifier.layout import DumpLayout
+from minifier.signature import Signature
 
 SIGNATURE = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
 SCRIPT = """import torch
@@ -36,17 +43,25 @@ def helix() -> types.ClientCapabilities:
     no textDocumentContent; it answers workspace/configuration from its `config`."""
     return types.ClientCapabilities(
         workspace=types.WorkspaceClientCapabilities(
-            configuration=True, workspace_folders=True, apply_edit=True,
+            configuration=True,
+            workspace_folders=True,
+            apply_edit=True,
             did_change_configuration=types.DidChangeConfigurationClientCapabilities(dynamic_registration=False),
-            execute_command=types.ExecuteCommandClientCapabilities(dynamic_registration=False)),
+            execute_command=types.ExecuteCommandClientCapabilities(dynamic_registration=False),
+        ),
         text_document=types.TextDocumentClientCapabilities(
             code_action=types.CodeActionClientCapabilities(
                 code_action_literal_support=types.ClientCodeActionLiteralOptions(
-                    code_action_kind=types.ClientCodeActionKindOptions(value_set=["", "quickfix", "refactor", "source"])),
-                is_preferred_support=True, data_support=True),
+                    code_action_kind=types.ClientCodeActionKindOptions(value_set=["", "quickfix", "refactor", "source"])
+                ),
+                is_preferred_support=True,
+                data_support=True,
+            ),
             hover=types.HoverClientCapabilities(content_format=[types.MarkupKind.Markdown]),
-            publish_diagnostics=types.PublishDiagnosticsClientCapabilities(version_support=True)),
-        window=types.WindowClientCapabilities(work_done_progress=False))
+            publish_diagnostics=types.PublishDiagnosticsClientCapabilities(version_support=True),
+        ),
+        window=types.WindowClientCapabilities(work_done_progress=False),
+    )
 
 
 def neovim() -> types.ClientCapabilities:
@@ -67,13 +82,21 @@ async def test_helix_gets_every_result_as_plain_lsp(tmp_path):
     launcher = fake_dump(ws)
     folder = os.path.dirname(launcher)
     repro = os.path.join(folder, "repro.py")
-    python = fake_python(str(tmp_path / "python"), [
-        StartEvent(nodes=5, signature=SIGNATURE, graph="def forward(self, x): ..."),
-        CandidateEvent(nodes=3, verdict="fails", seconds=1.0, queries=1),
-        CheckpointEvent(nodes=3, path=os.path.join(folder, "checkpoints", "3.py"), graph="g3", queries=1, seconds=1),
-        CheckpointEvent(nodes=1, path=os.path.join(folder, "checkpoints", "1.py"), graph="g1", queries=2, seconds=2),
-        DoneEvent(nodes=1, repro=repro, queries=2, seconds=2.5, start_nodes=5, signature=SIGNATURE),
-    ], before=f"echo '# repro' > {repro}")
+    python = fake_python(
+        str(tmp_path / "python"),
+        [
+            StartEvent(nodes=5, signature=SIGNATURE, graph="def forward(self, x): ..."),
+            CandidateEvent(nodes=3, verdict="fails", seconds=1.0, queries=1),
+            CheckpointEvent(
+                nodes=3, path=os.path.join(folder, "checkpoints", "3.py"), graph="g3", queries=1, seconds=1
+            ),
+            CheckpointEvent(
+                nodes=1, path=os.path.join(folder, "checkpoints", "1.py"), graph="g1", queries=2, seconds=2
+            ),
+            DoneEvent(nodes=1, repro=repro, queries=2, seconds=2.5, start_nodes=5, signature=SIGNATURE),
+        ],
+        before=f"echo '# repro' > {repro}",
+    )
     async with lsp_session(ws, capabilities=helix()) as client:
         pulled(client, {"trusted": True, "python": python})  # before `initialized`: the first pull sees it
         [diagnostic] = await until(lambda: client.diagnostics.get(uri(launcher)), "the launcher diagnostic")
@@ -83,15 +106,22 @@ async def test_helix_gets_every_result_as_plain_lsp(tmp_path):
         [on_repro] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic")
         assert on_repro.message.startswith("minimal repro: 1 node, reproduces CppCompileError")
         done = await until(lambda: [m.message for m in client.messages if "minimized" in m.message], "the end message")
-        assert done == [f"aoti-lens: {diagnostic.data['failureId']}: minimized: 5 -> 1 nodes, 2 queries, 2 s; "
-                        f"repro.py: {repro}"]  # no progress bar: one message says how it ended
+        assert done == [
+            f"aoti-lens: {diagnostic.data['failureId']}: minimized: 5 -> 1 nodes, 2 queries, 2 s; repro.py: {repro}"
+        ]  # no progress bar: one message says how it ended
         failure_id = diagnostic.data["failureId"]
         await client.command("aoti.showGraph", failure_id)  # no showDocument, no aoti: documents: the file, in words
-        await until(lambda: any(f"the smallest failing graph: {uri(repro)}" in m.message for m in client.messages),
-                    "the graph file's location")
+        await until(
+            lambda: any(f"the smallest failing graph: {uri(repro)}" in m.message for m in client.messages),
+            "the graph file's location",
+        )
         await client.command("aoti.showShrink", failure_id)
-        await until(lambda: any("shrank: 5 nodes at 0 s -> 3 nodes at 1 s -> 1 nodes at 2 s" in m.message
-                                for m in client.messages), "the shrink curve in words")
+        await until(
+            lambda: any(
+                "shrank: 5 nodes at 0 s -> 3 nodes at 1 s -> 1 nodes at 2 s" in m.message for m in client.messages
+            ),
+            "the shrink curve in words",
+        )
         assert client.progress_reports == {} and client.registrations == [] and client.shown_documents == []
         assert client.refreshes == [] and client.failure_lists == []  # no aoti/* notifications to a generic client
         assert client.logged("cannot watch files")
@@ -105,13 +135,21 @@ def fake_capture(path: str, ws: str, staged: str) -> str:
     log = DumpLayout.of(launcher).events_log
     kernel, model = os.path.join(ws, "kernels", "ck.kernel.cpp"), os.path.join(ws, "model.py")
     host = socket.gethostname()
-    events = [[BeginEvent(command="capture", pid=0, host=host, started=0.0, launcher=launcher)],
-              [BeginEvent(command="run", pid=0, host=host, started=0.0, launcher=launcher),
-               FailureEvent(path="failure.json", failure=fake_failure(launcher, kernel, model))]]
-    parts = [write(f"{path}.events{i}", "".join(encode_event(e) + "\n" for e in batch)) for i, batch in enumerate(events)]
+    events = [
+        [BeginEvent(command="capture", pid=0, host=host, started=0.0, launcher=launcher)],
+        [
+            BeginEvent(command="run", pid=0, host=host, started=0.0, launcher=launcher),
+            FailureEvent(path="failure.json", failure=fake_failure(launcher, kernel, model)),
+        ],
+    ]
+    parts = [
+        write(f"{path}.events{i}", "".join(encode_event(e) + "\n" for e in batch)) for i, batch in enumerate(events)
+    ]
     append = lambda part: f"sed 's/\"pid\":0/\"pid\":'$$'/' {part} >> {log}\n"  # noqa: E731  this process's pid
-    before = (f"mkdir -p {os.path.dirname(log)}\n{append(parts[0])}cp -r {staged} {ws}/torch_compile_debug/\n"
-              f"sleep 2\n{append(parts[1])}")
+    before = (
+        f"mkdir -p {os.path.dirname(log)}\n{append(parts[0])}cp -r {staged} {ws}/torch_compile_debug/\n"
+        f"sleep 2\n{append(parts[1])}"
+    )
     return fake_python(path, [], before=before)
 
 
@@ -124,20 +162,32 @@ async def test_neovim_captures_a_script_and_sees_its_failure_without_file_watchi
     async with lsp_session(str(ws), capabilities=neovim()) as client:
         pulled(client, {"trusted": True, "python": python, "keepWarm": 0})
         await until(lambda: client.logged(r"^scanned .*: 0 AOTI failure"), "the first scan")
-        lenses = await client.text_document_code_lens_async(types.CodeLensParams(
-            text_document=types.TextDocumentIdentifier(uri=uri(script))))
+        lenses = await client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri(script)))
+        )
         assert [(lens.range.start.line, lens.command.command, lens.command.arguments) for lens in lenses] == [
-            (4, "aoti.capture", (uri(script),)), (5, "aoti.capture", (uri(script),))]
+            (4, "aoti.capture", (uri(script),)),
+            (5, "aoti.capture", (uri(script),)),
+        ]
         await client.command("aoti.capture", uri(script))
-        launcher = os.path.join(str(ws), "torch_compile_debug", os.path.basename(staged_run), "minifier",
-                                "minifier_launcher.py")
+        launcher = os.path.join(
+            str(ws), "torch_compile_debug", os.path.basename(staged_run), "minifier", "minifier_launcher.py"
+        )
         # Found by the server's own look at torch_compile_debug/ (no watchers), shown as being worked on:
         [found] = await until(lambda: client.diagnostics.get(uri(launcher)), "the captured dump", timeout=20)
         assert found.message.endswith("(reproducing it in the background)")
-        await until(lambda: [d for d in client.diagnostics.get(uri(launcher), [])
-                             if d.message.endswith("(minify it to get a minimal repro)")], "its reproduction")
-        await until(lambda: any("capture of train.py exited with status 0" in m.message for m in client.messages),
-                    "the capture's end")
+        await until(
+            lambda: [
+                d
+                for d in client.diagnostics.get(uri(launcher), [])
+                if d.message.endswith("(minify it to get a minimal repro)")
+            ],
+            "its reproduction",
+        )
+        await until(
+            lambda: any("capture of train.py exited with status 0" in m.message for m in client.messages),
+            "the capture's end",
+        )
         assert client.logged(r"following aoti-minify capture \(pid \d+\) started outside the editor")
     assert processes_in(str(tmp_path)) == []
 
@@ -155,8 +205,14 @@ async def test_settings_are_pulled_per_workspace_folder(tmp_path):
         diagnostics = [await until(lambda la=la: client.diagnostics.get(uri(la)), "discovery") for la in launchers]
         for [diagnostic] in diagnostics:
             await client.command("aoti.minify", diagnostic.data["failureId"])
-        lines = await until(lambda: os.path.isfile(record) and len(open(record).read().splitlines()) == 2 and
-                            open(record).read().splitlines(), "both jobs")
+        lines = await until(
+            lambda: (
+                os.path.isfile(record)
+                and len(open(record).read().splitlines()) == 2
+                and open(record).read().splitlines()
+            ),
+            "both jobs",
+        )
         by_folder = {line.split()[3]: line for line in lines}
         assert "--workers 3" in by_folder[launchers[0]] and "--workers 5" in by_folder[launchers[1]]
         # A folder cannot revoke the window's trust (both jobs ran although the folders say false).
@@ -177,17 +233,27 @@ async def test_a_minify_started_in_a_terminal_shows_live_and_its_curve_after_a_r
     folder = os.path.dirname(launcher)
     layout = DumpLayout.of(launcher)
     repro = layout.repro_py
-    events = [StartEvent(nodes=5, signature=SIGNATURE, graph="graph_5"),
-              CheckpointEvent(nodes=3, path=layout.checkpoint_py(3), graph="graph_3", queries=2, seconds=1.5),
-              CheckpointEvent(nodes=1, path=layout.checkpoint_py(1), graph="graph_1", queries=4, seconds=3.0),
-              DoneEvent(nodes=1, repro=repro, queries=4, seconds=3.2, start_nodes=5, signature=SIGNATURE)]
+    events = [
+        StartEvent(nodes=5, signature=SIGNATURE, graph="graph_5"),
+        CheckpointEvent(nodes=3, path=layout.checkpoint_py(3), graph="graph_3", queries=2, seconds=1.5),
+        CheckpointEvent(nodes=1, path=layout.checkpoint_py(1), graph="graph_1", queries=4, seconds=3.0),
+        DoneEvent(nodes=1, repro=repro, queries=4, seconds=3.2, start_nodes=5, signature=SIGNATURE),
+    ]
     parts = [write(str(tmp_path / f"part{i}"), encode_event(e) + "\n") for i, e in enumerate(events)]
-    begin = write(str(tmp_path / "begin"), encode_event(BeginEvent(
-        command="minify", pid=0, host=socket.gethostname(), started=0.0, launcher=launcher)) + "\n")
+    begin = write(
+        str(tmp_path / "begin"),
+        encode_event(BeginEvent(command="minify", pid=0, host=socket.gethostname(), started=0.0, launcher=launcher))
+        + "\n",
+    )
     steps = "".join(f"cat {part} >> {layout.events_log}\nsleep 1.5\n" for part in parts[:-1])
-    terminal = fake_python(str(tmp_path / "aoti-minify"), [], before=(
-        f"mkdir -p {layout.work}\nsed 's/\"pid\":0/\"pid\":'$$'/' {begin} >> {layout.events_log}\nsleep 1\n{steps}"
-        f"echo '# repro' > {repro}\ncat {parts[-1]} >> {layout.events_log}\n"))
+    terminal = fake_python(
+        str(tmp_path / "aoti-minify"),
+        [],
+        before=(
+            f"mkdir -p {layout.work}\nsed 's/\"pid\":0/\"pid\":'$$'/' {begin} >> {layout.events_log}\nsleep 1\n{steps}"
+            f"echo '# repro' > {repro}\ncat {parts[-1]} >> {layout.events_log}\n"
+        ),
+    )
     async with lsp_session(ws, settings={"trusted": True, "keepWarm": 0}) as client:
         await until(lambda: client.item(launcher), "discovery")
         failure_id = client.item(launcher)["id"]
@@ -195,8 +261,9 @@ async def test_a_minify_started_in_a_terminal_shows_live_and_its_curve_after_a_r
         item = await until(lambda: client.item(launcher)["externalPid"] and client.item(launcher), "the terminal's run")
         assert item["externalPid"] == process.pid and item["state"] == "minifying"
         await until(lambda: any(t.splitlines()[-1] == "graph_3" for u, t in client.refreshes), "the live graph")
-        assert (await client.code_actions(uri(launcher), client.diagnostics[uri(launcher)]))[1].title == \
-            f"Stop aoti-minify (pid {process.pid})"
+        assert (await client.code_actions(uri(launcher), client.diagnostics[uri(launcher)]))[
+            1
+        ].title == f"Stop aoti-minify (pid {process.pid})"
         [on_repro] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic", timeout=30)
         assert on_repro.message.startswith("minimal repro: 1 node")
         item = await until(lambda: client.item(launcher)["state"] == "minimized" and client.item(launcher), "the end")

@@ -10,8 +10,8 @@ import os
 import re
 
 import pytest
-
 from lsp_helpers import ROOT, lsp_session, until, vscode_capabilities
+
 from server import __version__, codegen, protocol
 from server.protocol import FILE_COMMANDS, PROTOCOL_VERSION, SERVER_COMMANDS, SETTINGS_SECTION, Settings, camel
 
@@ -40,7 +40,9 @@ def test_package_json_defaults_are_the_server_defaults():
 
 def test_contributed_server_commands_are_the_servers():
     contributed = {c["command"] for c in MANIFEST["contributes"]["commands"]}
-    assert {c for c in contributed if c.startswith("aoti.")} == set(SERVER_COMMANDS + FILE_COMMANDS)  # the client's: aoti-lens.*
+    assert {c for c in contributed if c.startswith("aoti.")} == set(
+        SERVER_COMMANDS + FILE_COMMANDS
+    )  # the client's: aoti-lens.*
 
 
 @pytest.mark.parametrize("client", [PROTOCOL_VERSION, PROTOCOL_VERSION - 1, PROTOCOL_VERSION + 1, None])
@@ -51,10 +53,17 @@ async def test_version_handshake_both_ways(tmp_path, client):
     async with lsp_session(str(tmp_path), capabilities=capabilities) as client_session:
         result = client_session.initialize_result
         assert result is not None and result.server_info.version == __version__
-        assert result.capabilities.experimental == {protocol.CAPABILITY: {
-            "protocolVersion": PROTOCOL_VERSION, "packageVersion": __version__, "clientProtocolVersion": client}}
+        assert result.capabilities.experimental == {
+            protocol.CAPABILITY: {
+                "protocolVersion": PROTOCOL_VERSION,
+                "packageVersion": __version__,
+                "clientProtocolVersion": client,
+            }
+        }
         assert set(result.capabilities.execute_command_provider.commands) == set(SERVER_COMMANDS + FILE_COMMANDS)
         await until(lambda: client_session.logged(r"^scanned "), "the first scan")
-        mismatch = client_session.logged(rf"client speaks aoti-lens protocol {client}, this server "
-                                         rf"\({re.escape(__version__)}\) {PROTOCOL_VERSION}")
+        mismatch = client_session.logged(
+            rf"client speaks aoti-lens protocol {client}, this server "
+            rf"\({re.escape(__version__)}\) {PROTOCOL_VERSION}"
+        )
         assert bool(mismatch) == (client not in (None, PROTOCOL_VERSION))

@@ -37,7 +37,7 @@ export const ServerCommands = {
   showGraph: 'aoti.showGraph',
   /** open the failing kernel's document (window/showDocument) */
   showKernel: 'aoti.showKernel',
-  /** open the shrink picture: nodes over time, each checkpoint a point, and the final graph */
+  /** open the shrink picture: nodes over time, checkpoints as points, and the final graph */
   showShrink: 'aoti.showShrink',
   /** write report.md beside repro.py (a PyTorch bug report: `aoti-minify report`) and open it */
   report: 'aoti.report',
