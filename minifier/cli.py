@@ -13,7 +13,7 @@ import traceback
 
 from .artifacts import DiskFull, OutputError
 from .devices import default_devices, default_workers
-from .events import EXIT_MEANINGS, KEEP_WARM_SECONDS, ErrorEvent, ExitCode, ReportEvent, error_code, exit_code
+from .events import EXIT_MEANINGS, KEEP_WARM_SECONDS, Command, ErrorEvent, ExitCode, ReportEvent, error_code, exit_code
 from .launcher import BadLauncher
 from .lock import DumpBusy
 from .options import Options
@@ -220,7 +220,7 @@ def warm(options: Options) -> int:
     return ExitCode.OK
 
 
-def execute(command: str, options: Options) -> int:
+def execute(command: Command, options: Options) -> int:
     reporter = Reporter(options.events)
     from . import minify as minify_mod
 
@@ -253,7 +253,7 @@ def execute(command: str, options: Options) -> int:
         reporter.close()
 
 
-def _execute(command: str, session: Session, reporter: Reporter) -> int:
+def _execute(command: Command, session: Session, reporter: Reporter) -> int:
     from . import minify as minify_mod
     from .reproduce import reproduce
 

@@ -197,10 +197,13 @@ class ReportEvent:
     v: int = SCHEMA_VERSION
 
 
+LogLevel = Literal["info", "warning"]
+
+
 @dataclass(frozen=True)
 class LogEvent:
     message: str
-    level: Literal["info", "warning"] = "info"
+    level: LogLevel = "info"
     event: Literal["log"] = "log"
     v: int = SCHEMA_VERSION
 

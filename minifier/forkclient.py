@@ -125,7 +125,7 @@ class ForkServer:
 
     def hello(self, timeout: float) -> None:
         message = self.receive(timeout, until=fp.Hello)
-        if message is None:
+        if not isinstance(message, fp.Hello):
             raise ForkServerGone(f"the worker fork server was not ready within {timeout:.0f} s")
         self.pid, self.prepared = message.pid, message.prepared
 

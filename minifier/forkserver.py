@@ -102,7 +102,7 @@ class Server:
                 elif key.data == "accept":
                     self._accept()
                 elif key.data == "probed":
-                    self._probed(key.fileobj)
+                    self._probed(key.fd)
                 else:
                     self._receive(key.data)
             if self.preload and not events:
@@ -205,6 +205,7 @@ class Server:
         return not self.connections or time.monotonic() - self.owner_gone_at > OWNER_GRACE
 
     def _accept(self) -> None:
+        assert self.listener is not None, "accept is registered only for a named server"
         connection, _ = self.listener.accept()
         if peer_uid(connection) != os.getuid():  # another user must never get a process of ours
             connection.close()
@@ -219,6 +220,7 @@ class Server:
         if not record:
             self._close(connection)
             return
+        message: fp.Message | WireError
         try:
             message = fp.decode(record)
         except WireError as e:
@@ -362,7 +364,12 @@ def main(argv: list[str] | None = None) -> int:
         hangup.register(args.fd, 0)  # no events asked for: poll reports a hang-up whatever the mask
         _exit_when(server, lambda: bool(hangup.poll(1000)))
     elif args.owner:
-        _exit_when(server, lambda: time.sleep(1) or server.orphaned())
+
+        def orphaned() -> bool:
+            time.sleep(1)
+            return server.orphaned()
+
+        _exit_when(server, orphaned)
     first, *rest = _PRELOAD
     server.load(first)
     if args.fd is not None:

@@ -17,7 +17,9 @@ and lose the node that binds the symbol.
 from __future__ import annotations
 
 import operator
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import sympy
 import torch
@@ -51,7 +53,7 @@ def flatten(ep: ExportedProgram) -> FlatProgram:
     user_inputs: dict[str, object] = {}
     params: dict[str, tuple[str, str, torch.Tensor]] = {}
     for spec in ep.graph_signature.input_specs:
-        name = getattr(spec.arg, "name", None)
+        name: str = getattr(spec.arg, "name", "")
         if spec.kind == InputKind.USER_INPUT:
             user_inputs[name] = next(user_values)
         elif spec.kind in _PARAM_KINDS:
@@ -109,6 +111,7 @@ def program_device(flat: FlatProgram) -> torch.device:
 
 def _node_info(node: fx.Node, flat: FlatProgram) -> NodeInfo:
     val = node.meta.get("val")
+    kind: Literal["input", "param", "compute"]
     if node.name in flat.params:
         kind, target = "param", flat.params[node.name][0]
     elif node.op == "placeholder":
@@ -165,7 +168,7 @@ def _shape(val: object) -> str:
     return type(val).__name__ if val is not None else ""
 
 
-def _sized(dtype: torch.dtype, sizes: object) -> str:
+def _sized(dtype: torch.dtype, sizes: Iterable[object]) -> str:
     return f"{str(dtype).replace('torch.', '')}[{', '.join(str(s) for s in sizes)}]"
 
 
@@ -426,6 +429,7 @@ def _set_attr(root: torch.nn.Module, target: str, tensor: object, kind: str) -> 
             module.add_module(part, torch.nn.Module())
         module = getattr(module, part)
     if kind == "parameter":
+        assert isinstance(tensor, torch.Tensor)
         module.register_parameter(leaf, torch.nn.Parameter(tensor, requires_grad=tensor.requires_grad))
     elif kind == "buffer":
         module.register_buffer(leaf, tensor)

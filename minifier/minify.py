@@ -282,7 +282,7 @@ class PoolOracle:
         must not hold up the search: its slices then race as guesses when they come."""
         whole = self.results.get(self.whole)
         grace = max(PROBE_GRACE, whole.seconds / 2 if whole else 0.0)
-        self.wake_at = time.monotonic() + grace
+        wake_at = self.wake_at = time.monotonic() + grace
         try:
             race.until(
                 lambda: (
@@ -290,7 +290,7 @@ class PoolOracle:
                     or not self.pool.in_flight()
                     or self.probe_waits
                     or race.winner(self.whole) is not None
-                    or time.monotonic() >= self.wake_at
+                    or time.monotonic() >= wake_at
                 )
             )
         finally:
@@ -693,14 +693,14 @@ def _detail(result: Result) -> str:
 
 def finish(session: Session, oracle: PoolOracle, final: Candidate, reporter: Reporter) -> DoneEvent:
     progress = oracle.progress
-    if progress.checkpoint_nodes != len(final) and not oracle.write_checkpoint(final):
-        if progress.checkpoint is None:
-            raise RuntimeError(f"no failing graph could be saved; see the worker logs in {session.layout.work}")
+    if progress.checkpoint_nodes != len(final) and not oracle.write_checkpoint(final) and progress.checkpoint:
         reporter.log(
             f"the {len(final)}-node graph could not be saved; repro.py is the "
             f"{progress.checkpoint_nodes}-node checkpoint",
             "warning",
         )
+    if progress.checkpoint is None or progress.checkpoint_nodes is None:
+        raise RuntimeError(f"no failing graph could be saved; see the worker logs in {session.layout.work}")
     repro = write_repro(session.layout, progress.checkpoint)
     standalone, fallback = write_standalone(
         session,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 
 @dataclass
@@ -16,7 +17,7 @@ class Options:
     check_str: str | None = None
     output_dir: str | None = None
     save_dir: str | None = None
-    export_mode: str = "python"
+    export_mode: Literal["python", "dynamo"] = "python"
     max_granularity: int | None = None
     skip_sanity: bool = False
     skip_export_error: bool = True

@@ -18,7 +18,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, overload
 
 from . import worker_protocol as p
 from . import worklog
@@ -242,7 +242,15 @@ class Pool:
         slot.kill()
         self._spawn(slot.index, extra_env)
 
-    def call(self, request, timeout: float | None = None) -> p.Reply:
+    @overload
+    def call(self, request: p.DescribeRequest, timeout: float | None = None) -> p.Described: ...
+    @overload
+    def call(self, request: p.ValuesRequest, timeout: float | None = None) -> p.ValuesStored: ...
+    @overload
+    def call(self, request: p.StandaloneRequest, timeout: float | None = None) -> p.StandaloneCode: ...
+    def call(
+        self, request: p.DescribeRequest | p.ValuesRequest | p.StandaloneRequest, timeout: float | None = None
+    ) -> p.Answer:
         """Send one non-query request to the first ready worker and wait for its reply, `timeout`
         seconds at most (default: as long as a worker may take to start). Queries may run meanwhile:
         their results are kept for the next `wait`."""
@@ -256,8 +264,10 @@ class Pool:
                     self.unclaimed += self._outcome(s, reply)
                     continue
                 slot.state = "idle"
-                if getattr(reply, "poisoned", False):
+                if isinstance(reply, (p.ValuesStored, p.Outcome)) and reply.poisoned:
                     self._replace(slot)
+                if not isinstance(reply, p.CALL_ANSWERS[type(request)]):
+                    raise PoolError("internal", f"a worker answered {type(request).__name__} with {reply}")
                 return reply
             if slot.state == "dead" or time.monotonic() > slot.deadline:
                 detail = (
@@ -375,9 +385,11 @@ class Pool:
                 self._send_query(slot, queue.pop(next(iter(queue))), background=task == "background")
         if plan.preempt is not None:
             slot = self.slots[plan.preempt]
-            self.background = {slot.current.key: slot.current, **self.background}
+            preempted = slot.current
+            assert preempted is not None, "the schedule preempts only a slot that runs a query"
+            self.background = {preempted.key: preempted, **self.background}
             if slot.extra_env:
-                self.query_env[slot.current.key] = slot.extra_env
+                self.query_env[preempted.key] = slot.extra_env
             slot.current = None
             self._replace(slot)
 
@@ -421,7 +433,7 @@ class Pool:
         if slot.state != "dead" and not overdue:
             return []
         query = slot.current
-        kind = "crash" if slot.state == "dead" else "timeout"
+        kind: Literal["crash", "timeout"] = "crash" if slot.state == "dead" else "timeout"
         detail = slot.death() if kind == "crash" else f"no verdict within {self.config.timeout:.0f} s"
         signal_name = slot.signal_name() if kind == "crash" else ""
         log = slot.query_log()
@@ -439,7 +451,7 @@ class Pool:
             self.close()
             raise PoolError("environment", f"workers keep dying while starting: {detail}")
 
-    def _poll(self) -> list[tuple[_Slot, p.Reply]]:
+    def _poll(self) -> list[tuple[_Slot, p.Answer]]:
         deadlines = [s.deadline for s in self.slots if s.state in ("busy", "starting")]
         wait = max(0.0, min(deadlines) - time.monotonic()) if deadlines else 0.5
         out = []

@@ -202,7 +202,8 @@ def resolve_kernel(
     if nodes:
         return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes, exact=True)
     covers = [c for _, c in _anchored_covers(ops, graph)]
-    nodes = sorted(min(covers, key=len), key=_order(graph)) if covers else []
+    smallest: frozenset[str] = min(covers, key=len) if covers else frozenset()
+    nodes = sorted(smallest, key=_order(graph))
     return replace(kernel, name=name, aten_ops=ops, source_nodes=nodes)
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import IO, TextIO
 
-from .events import EVENTS_LOG_LIMIT, BeginEvent, Command, Event, LogEvent, encode_event
+from .events import EVENTS_LOG_LIMIT, BeginEvent, Command, Event, LogEvent, LogLevel, encode_event
 
 
 def begin_event(command: Command, launcher: str) -> BeginEvent:
@@ -72,7 +72,7 @@ class Reporter:
     def say(self, text: str) -> None:
         _write(sys.stderr, f"[aoti-minify] {text}\n")
 
-    def log(self, text: str, level: str = "info") -> None:
+    def log(self, text: str, level: LogLevel = "info") -> None:
         self.say(text if level == "info" else f"warning: {text}")
         self.emit(LogEvent(message=text, level=level))
 

@@ -96,6 +96,7 @@ class _Writer:
 
     def attribute(self, value: object, kind: str) -> str:
         if kind == "parameter":
+            assert isinstance(value, torch.Tensor)
             return f"torch.nn.Parameter({self.value(value)}, requires_grad={value.requires_grad})"
         return self.value(value)
 

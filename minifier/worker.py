@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+from typing import TYPE_CHECKING
 
 from . import cpu_isa
 from . import worker_protocol as p
@@ -29,6 +30,11 @@ from .layout import CACHES, PACKAGES
 from .procs import WORKER_NAME, env_set, name_process
 from .signature import Phase, analyze_error
 from .worklog import CODEGEN_FAILED, LOG_LIMIT, compiled_mark, keep_under, phase, provenance_mark, sampling_stacks
+
+if TYPE_CHECKING:
+    from torch.export import ExportedProgram
+
+    from .graph import FlatProgram
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
@@ -38,12 +44,28 @@ _DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
 class Worker:
     def __init__(self, isa_answer: cpu_isa.SharedAnswer | None = None) -> None:
         self.isa_answer = isa_answer  # the fork server's CPU ISA probe, where it forked this one before having it
-        self.init: p.InitRequest | None = None
-        self.ep = None
-        self.flat = None
+        self._init: p.InitRequest | None = None
+        self._ep: ExportedProgram | None = None
+        self._flat: FlatProgram | None = None
         self.values: dict | None = None
         self.values_path: str | None = None
         self.phase: Phase | None = None
+
+    # Set by the InitRequest that every worker is sent first (the pool's protocol).
+    @property
+    def init(self) -> p.InitRequest:
+        assert self._init is not None, "the worker has not been sent its InitRequest"
+        return self._init
+
+    @property
+    def ep(self) -> ExportedProgram:
+        assert self._ep is not None, "the worker's program is not loaded"
+        return self._ep
+
+    @property
+    def flat(self) -> FlatProgram:
+        assert self._flat is not None, "the worker's program is not loaded"
+        return self._flat
 
     def handle(self, request: p.Request) -> p.Reply:
         if isinstance(request, p.InitRequest):
@@ -61,7 +83,7 @@ class Worker:
         return self.query(request)
 
     def start(self, request: p.InitRequest) -> p.Reply:
-        self.init = request
+        self._init = request
         compiler = _missing_compiler()
         if compiler:
             return p.WorkerFailed(code="environment", message=compiler)
@@ -80,13 +102,13 @@ class Worker:
                 f"replaying it with torch {torch.__version__}"
             )
         try:
-            self.ep = _load_program(request.launcher.pt2)
+            self._ep = _load_program(request.launcher.pt2)
         except Exception as e:
             return p.WorkerFailed(code="bad_input", message=_load_failure(request.launcher.pt2, e))
         from .graph import flatten
 
         try:
-            self.flat = flatten(self.ep)
+            self._flat = flatten(self.ep)
         except NotImplementedError as e:
             return p.WorkerFailed(code="bad_input", message=str(e))
         os.makedirs(os.path.join(request.work_dir, PACKAGES), exist_ok=True)
@@ -335,13 +357,14 @@ def disk_full(error: BaseException) -> bool:
     """Whether an error, or one it was raised from, says the disk or quota is full (g++ and Inductor
     report it in their messages, Python as an OSError)."""
     seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT):
             return True
-        if any(text in str(error) for text in _DISK_FULL_TEXTS):
+        if any(text in str(link) for text in _DISK_FULL_TEXTS):
             return True
-        error = error.__cause__ or error.__context__
+        link = link.__cause__ or link.__context__
     return False
 
 

@@ -204,6 +204,14 @@ class WorkerFailed:
 
 
 Reply = Ready | Described | ValuesStored | Warmed | Outcome | StandaloneCode | WorkerFailed
+# The replies that answer one request; the pool handles the others (Ready, Warmed, WorkerFailed) itself.
+Answer = Described | ValuesStored | Outcome | StandaloneCode
+# What a pool's `call` (one request, one reply) gets for each request it may send.
+CALL_ANSWERS: dict[type, type] = {
+    DescribeRequest: Described,
+    ValuesRequest: ValuesStored,
+    StandaloneRequest: StandaloneCode,
+}
 
 _REQUESTS = {
     "init": InitRequest,

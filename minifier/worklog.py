@@ -129,10 +129,10 @@ def _stack_below(frame, entry: traceback.StackSummary, depth: int) -> str:
         if (now.filename, now.lineno, now.name) != (then.filename, then.lineno, then.name):
             break
         shared += 1
-    frames = [f for f in frames[shared:] if not f.filename.startswith("<frozen")]
-    if len(frames) > depth:
-        frames = frames[: depth // 4] + frames[-(depth - depth // 4) :]
-    return "".join(traceback.format_list(frames))
+    below = [f for f in frames[shared:] if not f.filename.startswith("<frozen")]
+    if len(below) > depth:
+        below = below[: depth // 4] + below[-(depth - depth // 4) :]
+    return "".join(traceback.format_list(below))
 
 
 def provenance_in(log_text: str) -> dict[str, list[str]]:

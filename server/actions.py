@@ -136,9 +136,9 @@ class Actions(Feature):
             if not record.repro:
                 ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
             elif (job := ls.jobs.running(record.id)) is not None or record.external is not None:
+                working = job.kind if job else record.external.command if record.external else ""
                 ls.tell(
-                    f"{record.id} is being worked on ({job.kind if job else record.external.command}); "
-                    "prepare the report when that has ended",
+                    f"{record.id} is being worked on ({working}); prepare the report when that has ended",
                     types.MessageType.Info,
                 )
             else:  # runs no workspace code: the report only reads the dump and asks torch for its versions

@@ -75,7 +75,7 @@ def ts_literal(value: Any) -> str:
 def ts_type(hint: Any, nullable: bool = True) -> str:
     if hint is protocol.State:
         return "FailureState"
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return hint.__name__
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin in (typing.Union, types.UnionType):
@@ -173,7 +173,7 @@ def render_ts() -> str:
         *_ts_object(
             "VIRTUAL_DOCS",
             "URI templates of the virtual documents: `{id}` is a FailureItem's id.",
-            dict(protocol.VIRTUAL_DOCS),
+            {str(kind): template for kind, template in protocol.VIRTUAL_DOCS.items()},
             comments(protocol),
         ),
     ]

@@ -32,14 +32,14 @@ from minifier.procs import alive
 
 from .failures import FailureRecord
 from .feature import Feature
-from .protocol import RUNNING_STATES
+from .protocol import RUNNING_STATES, State
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
 
 POLL_SECONDS = 0.5
 LOOK_SECONDS = 3.0  # between looks for run folders that file events did not report
-_STATES = {"run": "reproducing", "capture": "reproducing", "minify": "minifying"}
+_STATES: dict[str, State] = {"run": "reproducing", "capture": "reproducing", "minify": "minifying"}
 _VERBS = {
     "run": "reproducing it",
     "capture": "captured it; it reproduces it when the program ends",

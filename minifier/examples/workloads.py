@@ -217,7 +217,7 @@ WORKLOADS: dict[str, Workload] = {
 class Prepared:
     model: torch.nn.Module
     inputs: tuple[torch.Tensor, ...]
-    dynamic_shapes: dict | None
+    dynamic_shapes: dict | tuple | None
     inductor_config: dict[str, object]
     repro_level: int
 
