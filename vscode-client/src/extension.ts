@@ -12,7 +12,7 @@ import { followTrust } from './trust';
 
 let server: Server | undefined;
 
-export async function activate(context: vscode.ExtensionContext): Promise<void> {
+export function activate(context: vscode.ExtensionContext): void {
   const output = vscode.window.createOutputChannel(NAME, { log: true });
   const view = new FailuresView();
   const version = String((context.extension.packageJSON as { version?: string }).version ?? 'unknown');

@@ -31,8 +31,8 @@ const STATE_ICON: Record<FailureState, [string, string?]> = {
   error: ['warning', 'problemsWarningIcon.foreground'],
 };
 
-export function stateText(state: FailureState | string): string {
-  return STATE_TEXT[state as FailureState] ?? String(state);
+export function stateText(state: string): string {
+  return STATE_TEXT[state as FailureState] ?? state;
 }
 
 function count(n: number | null | undefined): number | null {
@@ -160,6 +160,6 @@ export function candidatesFor(command: string, failures: readonly FailureItem[])
 export function scriptArgument(args: readonly unknown[]): string | undefined {
   const [first] = args;
   if (typeof first === 'string' && first) return first;
-  if (typeof first === 'object' && first !== null && typeof (first as { scheme?: unknown }).scheme === 'string') return String(first);
+  if (typeof first === 'object' && first !== null && typeof (first as { scheme?: unknown }).scheme === 'string') return (first as { toString(): string }).toString();
   return undefined;
 }

@@ -117,9 +117,10 @@ export function parseProbe(stdout: string, stderr: string, spawnError?: NodeJS.E
   try {
     const r = JSON.parse(line.slice('AOTI_PROBE '.length)) as Record<string, unknown>;
     const torch = r.torch === true;
-    const base = { torch, executable: String(r.executable ?? ''), version: String(r.version ?? '') };
+    const text = (value: unknown): string => (typeof value === 'string' ? value : '');
+    const base = { torch, executable: text(r.executable), version: text(r.version) };
     if (r.server === true) return { status: 'ok', ...base, detail: '' };
-    return { status: 'no-server', ...base, detail: String(r.error || 'cannot import server, pygls') };
+    return { status: 'no-server', ...base, detail: text(r.error) || 'cannot import server, pygls' };
   } catch (e) {
     return { status: 'broken', torch: false, detail: `unreadable probe output: ${String(e)}` };
   }

@@ -68,7 +68,7 @@ export function buildSettings(config: ConfigReader, python: string | undefined, 
  */
 export function configurationAnswer<T>(answer: T, items: readonly { section?: string }[], settings: readonly Settings[]): T | unknown[] {
   if (!Array.isArray(answer)) return answer;
-  return answer.map((value, i) => {
+  return (answer as unknown[]).map((value: unknown, i): unknown => {
     const section = items[i]?.section;
     if (section === SETTINGS_SECTION) return settings[i];
     if (!section) return { ...(value ?? {}), [SETTINGS_SECTION]: settings[i] };

@@ -14,9 +14,7 @@ import {
   shellQuote,
 } from '../src/python';
 
-const never = async () => {
-  throw new Error('must not be asked');
-};
+const never = () => Promise.reject(new Error('must not be asked'));
 
 test('the aoti.python setting wins', async () => {
   assert.deepEqual(await resolveInterpreter('/opt/py/bin/python', never), { command: '/opt/py/bin/python', source: 'setting' });
@@ -27,15 +25,15 @@ test('the aoti.python setting wins', async () => {
 });
 
 test('then the Python extension interpreter', async () => {
-  assert.deepEqual(await resolveInterpreter('', async () => '/env/bin/python'), { command: '/env/bin/python', source: 'python-extension' });
-  assert.deepEqual(await resolveInterpreter(undefined, async () => '/env/bin/python'), { command: '/env/bin/python', source: 'python-extension' });
+  assert.deepEqual(await resolveInterpreter('', () => Promise.resolve('/env/bin/python')), { command: '/env/bin/python', source: 'python-extension' });
+  assert.deepEqual(await resolveInterpreter(undefined, () => Promise.resolve('/env/bin/python')), { command: '/env/bin/python', source: 'python-extension' });
 });
 
 test('else python3 (extension missing, silent or failing)', async () => {
   const fallback = { command: DEFAULT_PYTHON, source: 'default' };
-  assert.deepEqual(await resolveInterpreter('  ', async () => undefined), fallback);
-  assert.deepEqual(await resolveInterpreter(undefined, async () => ''), fallback);
-  assert.deepEqual(await resolveInterpreter(undefined, async () => { throw new Error('python extension broke'); }), fallback);
+  assert.deepEqual(await resolveInterpreter('  ', () => Promise.resolve(undefined)), fallback);
+  assert.deepEqual(await resolveInterpreter(undefined, () => Promise.resolve('')), fallback);
+  assert.deepEqual(await resolveInterpreter(undefined, () => Promise.reject(new Error('python extension broke'))), fallback);
 });
 
 test('parseProbe: ok, missing server, missing torch', () => {
@@ -83,9 +81,9 @@ function pythonExtension(api: PythonExtensionApi, active = true) {
   const ext = {
     isActive: active,
     exports: api,
-    activate: async () => {
+    activate: () => {
       activated += 1;
-      return api;
+      return Promise.resolve(api);
     },
   };
   return { ext: ext as unknown as Extension<PythonExtensionApi>, activations: () => activated };
@@ -94,7 +92,7 @@ function pythonExtension(api: PythonExtensionApi, active = true) {
 test("the Python extension's interpreter: resolved environment, active path, or the older settings API", async () => {
   const uri = (fsPath: string) => ({ fsPath }) as Uri;
   const resolved = pythonExtension({
-    environments: { getActiveEnvironmentPath: () => ({ path: '/env' }), resolveEnvironment: async () => ({ executable: { uri: uri('/env/bin/python') } }) },
+    environments: { getActiveEnvironmentPath: () => ({ path: '/env' }), resolveEnvironment: () => Promise.resolve({ executable: { uri: uri('/env/bin/python') } }) },
   });
   assert.equal(await new PythonExtension(() => resolved.ext, () => undefined).interpreter(), '/env/bin/python');
   const unresolved = pythonExtension({ environments: { getActiveEnvironmentPath: () => ({ path: '/env/bin/python3' }) } }, false);
