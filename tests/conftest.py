@@ -5,12 +5,14 @@ Each fixture returns a fresh copy of a pristine dump, so tests may write into it
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+from collections.abc import Mapping
 
 import pytest
 
@@ -62,13 +64,28 @@ def make_dump(
     return proc.stdout.strip().splitlines()[-1]
 
 
-def aoti_minify(*args: str, timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:
+# `run` and `minify` keep their workers' fork server warm for the next one, as the language server's do: it
+# outlives each run by this long at most, never the test session (its owner), and it is shared by the runs with
+# the same environment, so torch and Inductor are imported once, not once a run.
+KEEP_WARM = ("--keep-warm", "600")
+
+
+def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a child the tests start: pytest's variable naming the current test left out, since a
+    warm fork server is shared only by runs whose environments are the same."""
+    return {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTEST_CURRENT_TEST"}
+
+
+def aoti_minify(*args: str, timeout: float = 900, warm: bool = True, **kwargs) -> subprocess.CompletedProcess:
+    """`aoti-minify ARGS`; warm=False for a test of a cold start or of the fork server's own life."""
+    keep_warm = KEEP_WARM if warm and args[:1] in (("run",), ("minify",)) and "--keep-warm" not in args else ()
     return subprocess.run(
-        [sys.executable, "-m", "minifier", *args],
+        [sys.executable, "-m", "minifier", *args, *keep_warm],
         capture_output=True,
         text=True,
         cwd=kwargs.pop("cwd", ROOT),
         timeout=timeout,
+        env=child_env(kwargs.pop("env", None)),
         **kwargs,
     )
 
@@ -138,11 +155,13 @@ def minify(launcher: str, *extra: str) -> tuple[subprocess.CompletedProcess, Don
 
 
 class DumpFactory:
-    """Makes each kind of dump once per session and hands out copies."""
+    """Makes each kind of dump once per test run and hands out copies. The pristine dumps live in a folder that
+    every pytest-xdist worker of the run shares; a lock file per kind makes one worker dump it while the
+    others wait for it."""
 
     def __init__(self, base: str) -> None:
         self.base = base
-        self.pristine: dict[tuple, str] = {}
+        os.makedirs(base, exist_ok=True)
 
     def get(
         self,
@@ -156,20 +175,29 @@ class DumpFactory:
         repro_level: int | None = None,
     ) -> str:
         key = (model, bug, blocks, reproduced, device, workload, repro_level)
-        if key not in self.pristine:
-            out = os.path.join(self.base, "-".join(map(str, key)))
-            if reproduced:
-                launcher = self.get(out, model, bug, blocks, device=device, workload=workload, repro_level=repro_level)
-                proc = aoti_minify("run", launcher)
-                assert proc.returncode == 0, proc.stderr[-4000:]
-            else:
-                launcher = make_dump(out, model, bug, device, blocks, workload, repro_level)
-            self.pristine[key] = launcher
-        return relocate_dump(self.pristine[key], dest)
+        out = os.path.join(self.base, "-".join(map(str, key)))
+        made = out + ".launcher"  # the pristine launcher's path, written once the dump is whole
+        with open(out + ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.exists(made):
+                if reproduced:
+                    kind = dict(device=device, workload=workload, repro_level=repro_level)
+                    launcher = self.get(out, model, bug, blocks, **kind)
+                    proc = aoti_minify("run", launcher)
+                    assert proc.returncode == 0, proc.stderr[-4000:]
+                else:
+                    launcher = make_dump(out, model, bug, device, blocks, workload, repro_level)
+                with open(made, "w") as f:
+                    f.write(launcher)
+            with open(made) as f:
+                return relocate_dump(f.read(), dest)
 
 
 @pytest.fixture(scope="session")
 def dumps(tmp_path_factory) -> DumpFactory:
     if not HAS_TORCH:
         pytest.skip("needs torch")
-    return DumpFactory(str(tmp_path_factory.mktemp("dumps")))
+    # with pytest-xdist, getbasetemp() is this worker's folder inside the run's; without it, the run's
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    return DumpFactory(str(shared / "dumps"))
