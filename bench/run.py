@@ -61,10 +61,10 @@ from dataclasses import asdict, dataclass
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from timeline import run_marks, start_up, timeline
 
-from minifier.artifacts import relocate_dump
+from minifier.contract.artifacts import relocate_dump
+from minifier.contract.procs import exit_text
 from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS
-from minifier.procs import exit_text
-from minifier.worklog import forked_by, logs_under
+from minifier.exchange.worklog import forked_by, logs_under
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The toy models (minifier/examples/models.py): name -> (model, blocks, injected relu bug).

@@ -24,8 +24,8 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 from pygls.uris import from_fs_path
 
-from minifier.events import load_failure
-from minifier.layout import FAILURE_JSON, MINIFIER, DumpLayout
+from minifier.contract.events import load_failure
+from minifier.contract.layout import FAILURE_JSON, MINIFIER, DumpLayout
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER = [sys.executable, "-m", "server", "--stdio"]

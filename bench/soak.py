@@ -33,9 +33,9 @@ from lsprotocol import types  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
 from pygls.uris import from_fs_path  # noqa: E402
 
-from minifier.artifacts import relocate_dump  # noqa: E402
-from minifier.procs import SERVER_NAME  # noqa: E402
-from minifier.worklog import forked_by, logs_under  # noqa: E402
+from minifier.contract.artifacts import relocate_dump  # noqa: E402
+from minifier.contract.procs import SERVER_NAME  # noqa: E402
+from minifier.exchange.worklog import forked_by, logs_under  # noqa: E402
 
 SERVER = [sys.executable, "-m", "server", "--stdio"]
 

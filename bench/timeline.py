@@ -16,7 +16,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from minifier.worklog import compiled_marks, logs_under, phase_marks, starts
+from minifier.exchange.worklog import compiled_marks, logs_under, phase_marks, starts
 
 
 def marks(log: str) -> list[tuple[float, str, str]]:

@@ -2,7 +2,7 @@
 
 The driver modules are torch-free; the language server imports only the CLI contract (`events`), the
 readers of a dump and the process helpers (see docs/architecture.md). Only the worker process and
-`minifier.graph` import torch.
+`minifier.program.graph` import torch.
 """
 
 __version__ = "0.1.0"

@@ -22,7 +22,7 @@ from lsprotocol import types
 from pygls.exceptions import JsonRpcException
 from pygls.uris import to_fs_path
 
-from minifier.procs import exit_text, signal_group, with_this_package
+from minifier.contract.procs import exit_text, signal_group, with_this_package
 
 from .configuration import folder_of
 from .feature import Feature

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from lsprotocol import types
 from pygls.uris import from_fs_path, to_fs_path
 
-from minifier.layout import (
+from minifier.contract.layout import (
     CHECKPOINTS,
     DEBUG_DIR,
     FAILURE_JSON,
@@ -30,7 +30,7 @@ from minifier.layout import (
     launcher_for,
     launchers_in,
 )
-from minifier.lock import holder as lock_holder
+from minifier.contract.lock import holder as lock_holder
 
 from .failures import FailureRecord, OnDisk, read_disk
 from .feature import Feature

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 from pygls.uris import from_fs_path
 
-from minifier.artifacts import complete_checkpoint, read_repro_graph, repro_stopped
-from minifier.events import (
+from minifier.contract.artifacts import complete_checkpoint, read_repro_graph, repro_stopped
+from minifier.contract.events import (
     BeginEvent,
     CancelledEvent,
     CandidateEvent,
@@ -28,9 +28,9 @@ from minifier.events import (
     StartEvent,
     load_failure,
 )
-from minifier.launcher import BadLauncher, LauncherSpec, read_launcher
-from minifier.layout import DumpLayout, checkpoint_nodes
-from minifier.signature import KernelRef, Signature
+from minifier.contract.launcher import BadLauncher, LauncherSpec, read_launcher
+from minifier.contract.layout import DumpLayout, checkpoint_nodes
+from minifier.contract.signature import KernelRef, Signature
 
 from .protocol import FailureItem, State, graph_uri, kernel_uri, shrink_uri
 

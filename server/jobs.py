@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Literal
 
 from lsprotocol import types
 
-from minifier.events import ErrorEvent, Event, ExitCode, LogEvent, parse_event
-from minifier.procs import exit_text, signal_group, with_this_package
-from minifier.wire import WireError
+from minifier.contract.events import ErrorEvent, Event, ExitCode, LogEvent, parse_event
+from minifier.contract.procs import exit_text, signal_group, with_this_package
+from minifier.contract.wire import WireError
 
 from .failures import FailureRecord, uri_of
 from .feature import Feature

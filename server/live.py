@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from minifier.events import FINAL_EVENTS, BeginEvent, Event, EventsTail, TailRead, last_run
-from minifier.layout import DEBUG_DIR, launchers_in
-from minifier.procs import alive
+from minifier.contract.events import FINAL_EVENTS, BeginEvent, Event, EventsTail, TailRead, last_run
+from minifier.contract.layout import DEBUG_DIR, launchers_in
+from minifier.contract.procs import alive
 
 from .failures import FailureRecord
 from .feature import Feature

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import unquote
 
-from minifier.events import KEEP_WARM_SECONDS
+from minifier.contract.events import KEEP_WARM_SECONDS
 
 from . import __version__
 

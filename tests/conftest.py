@@ -16,10 +16,10 @@ from collections.abc import Mapping
 
 import pytest
 
-from minifier.artifacts import relocate_dump
-from minifier.events import DoneEvent, parse_event
-from minifier.procs import WORKER_NAME
-from minifier.signature import Signature, analyze_error
+from minifier.contract.artifacts import relocate_dump
+from minifier.contract.events import DoneEvent, parse_event
+from minifier.contract.procs import WORKER_NAME
+from minifier.contract.signature import Signature, analyze_error
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_TORCH = importlib.util.find_spec("torch") is not None

@@ -15,20 +15,12 @@ from conftest import events_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("minifier", "server")
-# What the language server may load of the minifier: the CLI contract (events, with the JSON codec
-# its events use), the readers of a dump (launcher, signature, layout, repro.py's graph) and the
-# stdlib-only process helpers (exit text, signalling a job's group, a child's environment), and the
-# dump's lock (is a run on it alive?).
-SERVER_MAY_IMPORT = {
-    "minifier.events",
-    "minifier.wire",
-    "minifier.launcher",
-    "minifier.signature",
-    "minifier.layout",
-    "minifier.artifacts",
-    "minifier.procs",
-    "minifier.lock",
-}
+# The minifier's layers, lowest first: a module imports only modules of its own layer and of those below
+# (the package's __init__ and __main__, and examples/, the bundled failing models, stand above them all).
+LAYERS = ("contract", "exchange", "program", "processes", "driver")
+# What the language server may load of the minifier: the contract layer alone (the CLI's events and
+# failure.json with their JSON codec, the readers of a dump, the stdlib-only process helpers, the dump's lock).
+SERVER_MAY_IMPORT = "minifier.contract"
 NO_TORCH = """
 import importlib.abc, sys
 class NoTorch(importlib.abc.MetaPathFinder):
@@ -115,14 +107,41 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_graph_is_read_as_python_runs_it():
     graph = import_graph()
-    assert "minifier.worker" in graph["minifier.forkserver"]  # the fork server's child serves as a worker
-    assert "minifier.minify" in graph["minifier.cli"]  # imported inside a function: still an import
+    # the fork server's child serves as a worker
+    assert "minifier.processes.worker" in graph["minifier.processes.forkserver"]
+    assert "minifier.driver.minify" in graph["minifier.driver.cli"]  # imported inside a function: still an import
     assert "server.server" not in graph["server.discovery"]  # only under TYPE_CHECKING
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
 def test_no_import_cycles():
     assert cycles(import_graph()) == []
+
+
+def layer(module: str) -> int:
+    """The rank of a minifier module's layer; above every layer for the package itself and examples/."""
+    part = module.split(".")[1] if module.count(".") else ""
+    return LAYERS.index(part) if part in LAYERS else len(LAYERS)
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    return sorted(
+        (module, other)
+        for module, imports in graph.items()
+        if module.startswith("minifier")
+        for other in imports
+        if other.startswith("minifier") and layer(other) > layer(module)
+    )
+
+
+def test_each_layer_of_the_minifier_imports_only_its_own_and_those_below():
+    graph = import_graph()
+    assert {m.split(".")[1] for m in graph if m.count(".") and layer(m) < len(LAYERS)} == set(LAYERS)
+    assert upward_imports(graph) == []
+    # the check sees one: the contract reaching up to the pool
+    assert upward_imports({"minifier.contract.a": {"minifier.processes.b"}, "minifier.processes.b": set()}) == [
+        ("minifier.contract.a", "minifier.processes.b")
+    ]
 
 
 def reachable(graph: dict[str, set[str]], start: list[str]) -> set[str]:
@@ -137,7 +156,7 @@ def reachable(graph: dict[str, set[str]], start: list[str]) -> set[str]:
 def test_the_server_uses_only_the_minifiers_contract_and_readers():
     graph = import_graph()
     used = reachable(graph, [m for m in graph if m.partition(".")[0] == "server"])
-    assert {m for m in used if m.partition(".")[0] == "minifier"} <= SERVER_MAY_IMPORT
+    assert all(m.startswith(SERVER_MAY_IMPORT) for m in used if m.partition(".")[0] == "minifier")
 
 
 def without_torch(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -157,13 +176,13 @@ def test_the_server_and_the_command_line_load_without_torch():
         from server.server import create_server
         create_server()
         server_side = sorted(m for m in sys.modules if m.startswith("minifier."))
-        from minifier.cli import build_parser
+        from minifier.driver.cli import build_parser
         build_parser().parse_args(["minify", "minifier_launcher.py", "--workers", "2", "--keep-warm", "60"])
-        import minifier.capture, minifier.minify, minifier.reproduce
+        import minifier.driver.capture, minifier.driver.minify, minifier.driver.reproduce
         print(json.dumps(server_side))
     """)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert set(json.loads(proc.stdout)) <= SERVER_MAY_IMPORT
+    assert all(m.startswith(SERVER_MAY_IMPORT) for m in json.loads(proc.stdout))
 
 
 @pytest.mark.compile
@@ -171,7 +190,7 @@ def test_the_driver_runs_a_failure_without_importing_torch(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path))
     proc = without_torch(
         f"""
-        from minifier.cli import main
+        from minifier.driver.cli import main
         code = main(["run", {launcher!r}, "--events"])
         assert "torch" not in sys.modules
         sys.exit(code)

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from minifier.artifacts import (
+from minifier.contract.artifacts import (
     OutputError,
     prepare,
     read_repro_graph,
@@ -14,8 +14,8 @@ from minifier.artifacts import (
     render_standalone_fallback,
     write_repro,
 )
-from minifier.launcher import ConfigAssignment, LauncherSpec
-from minifier.layout import DumpLayout
+from minifier.contract.launcher import ConfigAssignment, LauncherSpec
+from minifier.contract.layout import DumpLayout
 
 GRAPH = "def forward(self, linear):\n    relu = torch.ops.aten.relu.default(linear);  linear = None\n    return (relu,)"
 

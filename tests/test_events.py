@@ -3,8 +3,7 @@ import os
 
 import pytest
 
-from minifier import fork_protocol as fp
-from minifier.events import (
+from minifier.contract.events import (
     SCHEMA_VERSION,
     CandidateEvent,
     CheckpointEvent,
@@ -14,9 +13,10 @@ from minifier.events import (
     encode_event,
     parse_event,
 )
-from minifier.signature import ErrorAnalysis, KernelRef, Signature
-from minifier.wire import WireError
-from minifier.worker_protocol import Outcome, QueryRequest, decode_reply, decode_request, encode
+from minifier.contract.signature import ErrorAnalysis, KernelRef, Signature
+from minifier.contract.wire import WireError
+from minifier.exchange import fork_protocol as fp
+from minifier.exchange.worker_protocol import Outcome, QueryRequest, decode_reply, decode_request, encode
 
 SIG = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
 
@@ -103,8 +103,8 @@ def test_bad_fork_server_records_are_rejected_clearly():
 
 
 def test_events_log_is_read_back_whole_lines_only_and_from_the_start_when_replaced(tmp_path):
-    from minifier.events import BeginEvent, EventsTail, LogEvent, last_run
-    from minifier.reporter import Reporter
+    from minifier.contract.events import BeginEvent, EventsTail, LogEvent, last_run
+    from minifier.driver.reporter import Reporter
 
     log = str(tmp_path / "work" / "events.jsonl")
     tail = EventsTail(log)

@@ -19,12 +19,12 @@ import time
 import pytest
 from conftest import ROOT, aoti_minify, events_of, repro_signature, workers_in
 
-from minifier.artifacts import relocate_dump
-from minifier.events import CheckpointEvent, DoneEvent, ErrorEvent
-from minifier.layout import DumpLayout
-from minifier.lock import holder
-from minifier.procs import alive
-from minifier.worklog import LOG_LIMIT, forked_by
+from minifier.contract.artifacts import relocate_dump
+from minifier.contract.events import CheckpointEvent, DoneEvent, ErrorEvent
+from minifier.contract.layout import DumpLayout
+from minifier.contract.lock import holder
+from minifier.contract.procs import alive
+from minifier.exchange.worklog import LOG_LIMIT, forked_by
 
 pytestmark = pytest.mark.compile
 

@@ -13,10 +13,10 @@ import sys
 import pytest
 from conftest import aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
 
-from minifier import worker_protocol as p
-from minifier.events import CheckpointEvent, LogEvent
-from minifier.options import Options
-from minifier.session import Session
+from minifier.contract.events import CheckpointEvent, LogEvent
+from minifier.driver.options import Options
+from minifier.driver.session import Session
+from minifier.exchange import worker_protocol as p
 from server.failures import read_disk
 
 pytestmark = pytest.mark.compile

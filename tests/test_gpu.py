@@ -15,10 +15,10 @@ import time
 import pytest
 from conftest import ROOT, aoti_minify, events_of, minify, program_facts, repro_signature
 
-from minifier import worker_protocol as p
-from minifier.devices import default_devices
-from minifier.launcher import read_launcher
-from minifier.pool import Pool, PoolConfig
+from minifier.contract.launcher import read_launcher
+from minifier.driver.devices import default_devices
+from minifier.exchange import worker_protocol as p
+from minifier.processes.pool import Pool, PoolConfig
 
 pytestmark = [pytest.mark.gpu, pytest.mark.compile]
 MACHINE_CXX = "/opt/gcc/bin/g++"
@@ -81,8 +81,8 @@ def captured_assert(tmp_path, model: str):
 def test_device_side_assert_is_captured_reproduced_and_minified(tmp_path):
     failure = captured_assert(tmp_path, "build('seed')")
     # What the editor sees: only the snapshot (PyTorch's own folder holds no usable dump), claimed by capture.
-    from minifier.events import BeginEvent, EventsTail
-    from minifier.layout import DumpLayout, launchers_in
+    from minifier.contract.events import BeginEvent, EventsTail
+    from minifier.contract.layout import DumpLayout, launchers_in
 
     assert launchers_in(str(tmp_path / "torch_compile_debug")) == [failure.launcher]
     logged = EventsTail(DumpLayout.of(failure.launcher).events_log).read().events

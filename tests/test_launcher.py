@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from minifier.launcher import BadLauncher, find_launcher, parse_launcher, read_launcher
+from minifier.contract.launcher import BadLauncher, find_launcher, parse_launcher, read_launcher
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "seed_launcher.py")
 
@@ -118,7 +118,7 @@ def test_portable_settings_leave_out_the_machine_and_the_dump_switches(tmp_path)
 
 
 def test_our_own_repro_files_are_launchers_that_find_their_program(tmp_path):
-    from minifier.artifacts import render_repro
+    from minifier.contract.artifacts import render_repro
 
     spec = parse_launcher(open(DATA).read(), str(tmp_path / "minifier_launcher.py"), require_pt2=False)
     (tmp_path / "checkpoints").mkdir()

@@ -2,8 +2,8 @@
 
 import os
 
-from minifier.launcher import parse_launcher
-from minifier.layout import DumpLayout, checkpoint_nodes
+from minifier.contract.launcher import parse_launcher
+from minifier.contract.layout import DumpLayout, checkpoint_nodes
 
 
 def test_outputs_go_beside_the_launcher_unless_asked_elsewhere(tmp_path):

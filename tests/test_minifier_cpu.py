@@ -15,8 +15,7 @@ import pytest
 import torch
 from conftest import ROOT, aoti_minify, events_of, minify, repro_signature, workers_in
 
-from minifier import worker_protocol as p
-from minifier.events import (
+from minifier.contract.events import (
     BeginEvent,
     CancelledEvent,
     CandidateEvent,
@@ -28,13 +27,14 @@ from minifier.events import (
     last_run,
     parse_event,
 )
-from minifier.layout import DumpLayout, launchers_in
-from minifier.minify import PoolOracle, Progress
-from minifier.options import Options
-from minifier.reporter import Reporter
-from minifier.search import Space, make_closure
-from minifier.session import Session
-from minifier.worklog import phase_marks
+from minifier.contract.layout import DumpLayout, launchers_in
+from minifier.driver.minify import PoolOracle, Progress
+from minifier.driver.options import Options
+from minifier.driver.reporter import Reporter
+from minifier.driver.search import Space, make_closure
+from minifier.driver.session import Session
+from minifier.exchange import worker_protocol as p
+from minifier.exchange.worklog import phase_marks
 
 pytestmark = pytest.mark.compile
 

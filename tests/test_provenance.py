@@ -1,5 +1,6 @@
-from minifier.events import SourceLine
-from minifier.provenance import (
+from minifier.contract.events import SourceLine
+from minifier.contract.signature import ErrorAnalysis, KernelRef, Signature
+from minifier.exchange.provenance import (
     failing_kernel,
     failing_launch,
     kernel_slices,
@@ -7,8 +8,7 @@ from minifier.provenance import (
     resolve_kernel,
     user_frame,
 )
-from minifier.signature import ErrorAnalysis, KernelRef, Signature
-from minifier.worker_protocol import GraphInfo, NodeInfo
+from minifier.exchange.worker_protocol import GraphInfo, NodeInfo
 
 
 def residual_graph() -> GraphInfo:

@@ -19,7 +19,7 @@ import sys
 import pytest
 from conftest import ROOT, aoti_minify, events_of, minify
 
-from minifier.events import CheckpointEvent
+from minifier.contract.events import CheckpointEvent
 
 pytestmark = pytest.mark.compile
 WORKLOAD = "hf-bert-index_put_mask-keyerror"

@@ -1,4 +1,4 @@
-from minifier.signature import Signature, analyze_error, kernel_ops, normalize
+from minifier.contract.signature import Signature, analyze_error, kernel_ops, normalize
 
 CPP = """CppCompileError: C++ compile error
 

@@ -10,14 +10,14 @@ import time
 
 import pytest
 
-from minifier import cpu_isa, worklog
-from minifier import fork_protocol as fp
-from minifier import worker_protocol as p
-from minifier.forkclient import ForkServer
-from minifier.forkserver import OWNER_GRACE
-from minifier.launcher import LauncherSpec
-from minifier.pool import Plan, Pool, PoolConfig, PoolError, SlotView, _worker_env, schedule
-from minifier.procs import alive, with_this_package
+from minifier.contract.launcher import LauncherSpec
+from minifier.contract.procs import alive, with_this_package
+from minifier.exchange import fork_protocol as fp
+from minifier.exchange import worker_protocol as p
+from minifier.processes import cpu_isa, worklog
+from minifier.processes.forkclient import ForkServer
+from minifier.processes.forkserver import OWNER_GRACE
+from minifier.processes.pool import Plan, Pool, PoolConfig, PoolError, SlotView, _worker_env, schedule
 
 
 def config(tmp_path, env=None, imports=(), **kwargs) -> PoolConfig:
@@ -168,7 +168,7 @@ sys.path.insert(0, {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))!
 sys.path.insert(0, {os.path.dirname(os.path.abspath(__file__))!r})
 import pathlib
 from test_workers import config
-from minifier.pool import Pool
+from minifier.processes.pool import Pool
 pool = Pool(config(pathlib.Path({str(tmp_path)!r}), size=1, keep_warm=60))
 print(pool.forks.pid, pool.slots[0].proc.pid, flush=True)
 time.sleep(600)

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     own_argv = sys.argv[1:] if argv is None else argv
     child_argv = [sys.executable, "-m", "minifier.examples.dump", *own_argv, "--compile-here"]
     if args.capture:
-        from minifier.capture import capture
+        from minifier.driver.capture import capture
 
         snapshots = capture(child_argv, os.path.abspath(args.out), accuracy=False).launchers
         if not snapshots:

@@ -22,9 +22,9 @@ from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
 from pytest_lsp.client import register_lsp_features
 
-from minifier.events import Failure, SourceLine, encode_event
-from minifier.signature import KernelRef, Signature
-from minifier.wire import dumps as wire_dumps
+from minifier.contract.events import Failure, SourceLine, encode_event
+from minifier.contract.signature import KernelRef, Signature
+from minifier.contract.wire import dumps as wire_dumps
 from server.protocol import CAPABILITY, PROTOCOL_VERSION
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

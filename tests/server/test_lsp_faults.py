@@ -13,9 +13,9 @@ import pytest
 from lsp_helpers import alive, fake_dump, lsp_session, processes_in, until, uri
 from lsprotocol import types
 
-from minifier.layout import DumpLayout
-from minifier.lock import DumpLock
-from minifier.worklog import forked_by
+from minifier.contract.layout import DumpLayout
+from minifier.contract.lock import DumpLock
+from minifier.exchange.worklog import forked_by
 
 
 @pytest.mark.compile

@@ -10,8 +10,8 @@ import pytest
 from lsp_helpers import lsp_session, processes_in, until, uri
 from lsprotocol import types
 
-from minifier.events import load_failure
-from minifier.launcher import read_launcher
+from minifier.contract.events import load_failure
+from minifier.contract.launcher import read_launcher
 
 pytestmark = pytest.mark.compile
 

@@ -12,7 +12,7 @@ import pytest
 from lsp_helpers import AotiClient, alive, lsp_session, processes_in, until, uri
 from lsprotocol import types
 
-from minifier.worklog import forked_by
+from minifier.exchange.worklog import forked_by
 
 pytestmark = pytest.mark.compile
 

@@ -23,8 +23,8 @@ from lsp_helpers import (
 )
 from lsprotocol import types
 
-from minifier.events import CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, LogEvent, StartEvent
-from minifier.signature import Signature
+from minifier.contract.events import CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, LogEvent, StartEvent
+from minifier.contract.signature import Signature
 
 
 async def test_server_never_imports_torch(tmp_path):

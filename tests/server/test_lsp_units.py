@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from minifier.events import KEEP_WARM_SECONDS
-from minifier.layout import launcher_for
+from minifier.contract.events import KEEP_WARM_SECONDS
+from minifier.contract.layout import launcher_for
 from server.protocol import Settings, VirtualDoc, graph_uri, kernel_uri, original_uri, parse_uri
 
 

@@ -14,7 +14,7 @@ from lsp_helpers import fake_dump, fake_failure, fake_python, lsp_session, proce
 from lsprotocol import types
 from pytest_lsp import client_capabilities
 
-from minifier.events import (
+from minifier.contract.events import (
     BeginEvent,
     CandidateEvent,
     CheckpointEvent,
@@ -23,8 +23,8 @@ from minifier.events import (
     StartEvent,
     encode_event,
 )
-from minifier.layout import DumpLayout
-from minifier.signature import Signature
+from minifier.contract.layout import DumpLayout
+from minifier.contract.signature import Signature
 
 SIGNATURE = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
 SCRIPT = """import torch

@@ -20,7 +20,7 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from .signature import ErrorAnalysis, KernelRef, kernel_ops
+from ..contract.signature import ErrorAnalysis, KernelRef, kernel_ops
 from .worker_protocol import BRANCH_SEPARATOR, GraphInfo
 from .worklog import CODEGEN_FAILED
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 
-from .worker_protocol import BRANCH_SEPARATOR
+from ..exchange.worker_protocol import BRANCH_SEPARATOR
 
 COND = torch.ops.higher_order.cond
 _OPERANDS = 3  # cond(pred, true_fn, false_fn, operands)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from .events import Verdict
-from .pool import Result
-from .signature import ErrorAnalysis, Signature, crash_signature
+from ..contract.events import Verdict
+from ..contract.signature import ErrorAnalysis, Signature, crash_signature
+from ..processes.pool import Result
 
 
 def result_signature(result: Result) -> tuple[Signature | None, ErrorAnalysis | None]:

@@ -1,4 +1,4 @@
-"""What PyTorch's bug-report template asks for about the machine: `python -m minifier.environment`.
+"""What PyTorch's bug-report template asks for about the machine: `python -m minifier.program.environment`.
 
 Runs as its own process (it imports torch; `aoti-minify report`, torch-free, starts it): reads on
 stdin a JSON list of the launcher's config assignments `[module, attr, repr(value)]`, prints on

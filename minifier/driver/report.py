@@ -4,7 +4,7 @@ Laid out like PyTorch's bug-report issue template ("Describe the bug" with a min
 "Versions"): the failure's signature and an excerpt of its error, the minimal graph, the standalone
 repro inline (repro_standalone.py when there is one, else repro.py, which loads repro.pt2 beside
 it), the launcher's config that differs from the defaults, and the environment the template asks
-for. Torch-free: the versions come from `python -m minifier.environment` in a child process.
+for. Torch-free: the versions come from `python -m minifier.program.environment` in a child process.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from .artifacts import read_repro_graph, rebuilt_standalone
-from .events import DoneEvent, EventsTail, Failure, last_run, load_failure
-from .launcher import LauncherSpec, read_launcher
-from .layout import DumpLayout
-from .procs import PACKAGE_PARENT, with_this_package
+from ..contract.artifacts import read_repro_graph, rebuilt_standalone
+from ..contract.events import DoneEvent, EventsTail, Failure, last_run, load_failure
+from ..contract.launcher import LauncherSpec, read_launcher
+from ..contract.layout import DumpLayout
+from ..contract.procs import PACKAGE_PARENT, with_this_package
 
 ENVIRONMENT_TIMEOUT = 300.0
 EXCERPT_LINES = 25
@@ -76,7 +76,7 @@ def environment(spec: LauncherSpec) -> dict[str, Any]:
     assignments = [[a.module, a.attr, repr(a.value)] for a in spec.config]
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "minifier.environment"],
+            [sys.executable, "-m", "minifier.program.environment"],
             input=json.dumps(assignments),
             capture_output=True,
             text=True,

@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import IO, TextIO
 
-from .events import EVENTS_LOG_LIMIT, BeginEvent, Command, Event, LogEvent, LogLevel, encode_event
+from ..contract.events import EVENTS_LOG_LIMIT, BeginEvent, Command, Event, LogEvent, LogLevel, encode_event
 
 
 def begin_event(command: Command, launcher: str) -> BeginEvent:

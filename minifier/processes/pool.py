@@ -1,6 +1,6 @@
 """The driver's pool of worker processes.
 
-Workers are forked by a fork server that has imported torch once (minifier.forkserver), so that a
+Workers are forked by a fork server that has imported torch once (minifier.processes.forkserver), so that a
 replacement costs milliseconds rather than a cold `import torch`. Each worker is its own process
 group (g++ and Triton compiler children included), so a timeout or a cancel kills the whole group.
 A worker that dies (segfault, abort, `os._exit` after a sticky CUDA error) costs one verdict; the
@@ -20,13 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal, overload
 
-from . import worker_protocol as p
-from . import worklog
-from .artifacts import output_error
-from .events import ErrorCode
+from ..contract.artifacts import output_error
+from ..contract.events import ErrorCode
+from ..contract.procs import exit_text, signal_name, with_this_package
+from ..contract.wire import WireError
+from ..exchange import worker_protocol as p
+from ..exchange import worklog
 from .forkclient import ForkServer, ForkServerGone
-from .procs import exit_text, signal_name, with_this_package
-from .wire import WireError
 
 
 class PoolError(RuntimeError):

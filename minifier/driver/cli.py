@@ -11,14 +11,23 @@ import threading
 import time
 import traceback
 
-from .artifacts import DiskFull, OutputError
+from ..contract.artifacts import DiskFull, OutputError
+from ..contract.events import (
+    EXIT_MEANINGS,
+    KEEP_WARM_SECONDS,
+    Command,
+    ErrorEvent,
+    ExitCode,
+    ReportEvent,
+    error_code,
+    exit_code,
+)
+from ..contract.launcher import BadLauncher
+from ..contract.lock import DumpBusy
+from ..contract.procs import alive
+from ..processes.pool import PoolError
 from .devices import default_devices, default_workers
-from .events import EXIT_MEANINGS, KEEP_WARM_SECONDS, Command, ErrorEvent, ExitCode, ReportEvent, error_code, exit_code
-from .launcher import BadLauncher
-from .lock import DumpBusy
 from .options import Options
-from .pool import PoolError
-from .procs import alive
 from .reporter import Reporter
 from .session import Session
 

@@ -13,10 +13,10 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from . import worker_protocol as p
-from .artifacts import render_standalone, render_standalone_fallback, write_text
-from .events import Verdict
-from .pool import Pool, Result
+from ..contract.artifacts import render_standalone, render_standalone_fallback, write_text
+from ..contract.events import Verdict
+from ..exchange import worker_protocol as p
+from ..processes.pool import Pool, Result
 from .session import Session
 
 _SAID = {"passes": "does not fail", "export_error": "cannot be exported"}

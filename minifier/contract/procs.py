@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 
 # What `ps`, `top` and the tests see: workers share the fork server's command line.
 WORKER_NAME, SERVER_NAME = "aoti-lens-work", "aoti-lens-fork"
-PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def name_process(name: str) -> None:

@@ -1,4 +1,4 @@
-"""The driver's end of a fork server (minifier.forkserver): start or find one, spawn workers from it.
+"""The driver's end of a fork server (minifier.processes.forkserver): start or find one, spawn workers from it.
 
 Workers are not the driver's children, so the driver cannot wait for them; the fork server reports
 each one's exit status on the connection that spawned it, and `Forked` turns that back into the
@@ -18,11 +18,11 @@ import time
 from collections import deque
 from collections.abc import Mapping
 
-from . import fork_protocol as fp
-from .procs import kill_worker, peer_uid
-from .wire import WireError
+from ..contract.procs import kill_worker, peer_uid
+from ..contract.wire import WireError
+from ..exchange import fork_protocol as fp
 
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # minifier/
 
 
 class ForkServerGone(RuntimeError):
@@ -190,7 +190,12 @@ class ForkServer:
 def shared_name(python: str, env: Mapping[str, str], owner: int) -> str:
     """One warm server per interpreter, environment (Inductor reads some settings at import time),
     version of this package's code, and owner."""
-    stamp = max(os.stat(os.path.join(PACKAGE_DIR, f)).st_mtime_ns for f in os.listdir(PACKAGE_DIR) if f.endswith(".py"))
+    stamp = max(
+        os.stat(os.path.join(folder, f)).st_mtime_ns
+        for folder, _, files in os.walk(PACKAGE_DIR)
+        for f in files
+        if f.endswith(".py")
+    )
     key = json.dumps([python, sorted(env.items()), stamp, owner])
     return f"aoti-lens-forkserver-{os.getuid()}-{hashlib.sha256(key.encode()).hexdigest()[:24]}"
 
@@ -201,7 +206,7 @@ def _start(
     # cwd "/": a server kept warm must not pin the first run's folder
     with open(log_path, "ab") as log:
         return subprocess.Popen(
-            [python, "-m", "minifier.forkserver", *args],
+            [python, "-m", "minifier.processes.forkserver", *args],
             pass_fds=pass_fds,
             cwd="/",
             stdin=subprocess.DEVNULL,

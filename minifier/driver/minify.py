@@ -17,19 +17,19 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from . import worker_protocol as p
-from .artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
-from .events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
-from .pool import Pool, Result, WorkerLost
-from .provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
+from ..contract.artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
+from ..contract.events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
+from ..contract.signature import KernelRef, Signature
+from ..exchange import worker_protocol as p
+from ..exchange.provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
+from ..exchange.worker_protocol import GraphInfo
+from ..exchange.worklog import provenance_in
+from ..processes.pool import Pool, Result, WorkerLost
 from .rebuild import Trial, standalone_trial, write_standalone
 from .reporter import Reporter
 from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, make_closure, minimize, opening_round
 from .session import Session
-from .signature import KernelRef, Signature
 from .verdicts import classify, result_signature
-from .worker_protocol import GraphInfo
-from .worklog import provenance_in
 
 PROBE_KEY = "probe"
 LOCATE_KEY = "locate"

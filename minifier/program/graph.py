@@ -30,10 +30,10 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
 
+from ..contract.events import SourceLine
+from ..exchange.provenance import user_frame
+from ..exchange.worker_protocol import FakeMismatch, GraphInfo, NodeInfo
 from .branches import Branch, Rebuilt, branch_values, branches_of, fed_name, operands, rebuild
-from .events import SourceLine
-from .provenance import user_frame
-from .worker_protocol import FakeMismatch, GraphInfo, NodeInfo
 
 _PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from . import wire
+from ..contract import wire
 
 
 @dataclass(frozen=True)

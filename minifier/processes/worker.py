@@ -2,8 +2,8 @@
 
 Everything that can crash (Inductor, g++, the AOTI runtime, CUDA) happens here, so a segfault,
 abort or hang costs only this process; the driver notices, records the verdict and starts a new
-one. Forked by minifier.forkserver, which has imported torch already; `serve` is its whole life.
-(`python -m minifier.worker FD_IN FD_OUT` is the cold start the fork server falls back to.)
+one. Forked by minifier.processes.forkserver, which has imported torch already; `serve` is its whole life.
+(`python -m minifier.processes.worker FD_IN FD_OUT` is the cold start the fork server falls back to.)
 """
 
 from __future__ import annotations
@@ -24,17 +24,25 @@ import time
 import traceback
 from typing import TYPE_CHECKING
 
+from ..contract.layout import CACHES, PACKAGES
+from ..contract.procs import WORKER_NAME, env_set, name_process
+from ..contract.signature import Phase, analyze_error
+from ..exchange import worker_protocol as p
+from ..exchange.worklog import (
+    CODEGEN_FAILED,
+    LOG_LIMIT,
+    compiled_mark,
+    keep_under,
+    phase,
+    provenance_mark,
+    sampling_stacks,
+)
 from . import cpu_isa
-from . import worker_protocol as p
-from .layout import CACHES, PACKAGES
-from .procs import WORKER_NAME, env_set, name_process
-from .signature import Phase, analyze_error
-from .worklog import CODEGEN_FAILED, LOG_LIMIT, compiled_mark, keep_under, phase, provenance_mark, sampling_stacks
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
 
-    from .graph import FlatProgram
+    from ..program.graph import FlatProgram
 
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
@@ -71,7 +79,7 @@ class Worker:
         if isinstance(request, p.InitRequest):
             return self.start(request)
         if isinstance(request, p.DescribeRequest):
-            from .graph import describe
+            from ..program.graph import describe
 
             return p.Described(graph=describe(self.flat))
         if isinstance(request, p.ValuesRequest):
@@ -105,7 +113,7 @@ class Worker:
             self._ep = _load_program(request.launcher.pt2)
         except Exception as e:
             return p.WorkerFailed(code="bad_input", message=_load_failure(request.launcher.pt2, e))
-        from .graph import flatten
+        from ..program.graph import flatten
 
         try:
             self._flat = flatten(self.ep)
@@ -117,7 +125,7 @@ class Worker:
     def store_values(self, path: str) -> p.Reply:
         import torch
 
-        from .graph import concrete_values, fake_mismatches
+        from ..program.graph import concrete_values, fake_mismatches
 
         phase("values", path)
         values, error = concrete_values(self.flat)
@@ -136,7 +144,7 @@ class Worker:
         paid instead while it waits for the whole graph to compile elsewhere."""
         import torch
 
-        from .graph import program_device
+        from ..program.graph import program_device
 
         class Tiny(torch.nn.Module):
             def forward(self, x):
@@ -175,7 +183,7 @@ class Worker:
                 text=f"{type(e).__name__}: {e}"[:4000],
             )
         package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
-        from .graph import readable_code
+        from ..program.graph import readable_code
 
         code = readable_code(eager)
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
@@ -210,7 +218,7 @@ class Worker:
         return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code)
 
     def standalone(self, request: p.StandaloneRequest) -> p.Reply:
-        from .standalone import NotRebuildable, standalone_code
+        from ..program.standalone import NotRebuildable, standalone_code
 
         try:
             code = standalone_code(self.flat, set(request.kept), self._values(request.values_path), request.exact)
@@ -224,7 +232,7 @@ class Worker:
         compares the graph's own outputs. Any error makes the probe inconclusive, never a verdict."""
         import torch
 
-        from .graph import build_candidate, dynamic_shapes, probe_outputs
+        from ..program.graph import build_candidate, dynamic_shapes, probe_outputs
 
         package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
         try:
@@ -265,7 +273,7 @@ class Worker:
     def _export_candidate(self, request: p.QueryRequest):
         import torch
 
-        from .graph import build_candidate, dynamic_shapes
+        from ..program.graph import build_candidate, dynamic_shapes
 
         gm, inputs, dims = build_candidate(self.flat, set(request.kept), self._values(request.values_path))
         strict = self.init.export_mode == "dynamo"

@@ -19,7 +19,7 @@ import threading
 import time
 import traceback
 
-from .layout import SCRATCH
+from ..contract.layout import SCRATCH
 
 FORK_SERVER_LOG = "forkserver.log"
 LOG_LIMIT = 32 << 20  # bytes of one worker's log, about: what it printed in the last second may come on top

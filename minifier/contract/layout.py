@@ -13,7 +13,7 @@
           report.md                                `report`: a PyTorch bug report of the repro
           aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/, caches/
             events.jsonl                             every run's events, appended (the editor tails it)
-            lock                                     which run works on the dump now (minifier.lock)
+            lock                                     which run works on the dump now (minifier.contract.lock)
       run_<time>-pid_<pid>.capture<N>/           `capture`: a snapshot of that run folder's dump
 
     <folder>/repro.py                            any other launcher: PyTorch's level-1 repro.py (in the

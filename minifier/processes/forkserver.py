@@ -6,14 +6,14 @@ It says Hello once torch is in, and imports the rest (Inductor, Triton) between 
 run's first workers do not wait for imports they can make themselves meanwhile. First of all it has a
 child run Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (50 s of a
 fresh worker's first passing compile on the H200), beside those imports: the original's compile waits for
-its answer. Once it has adopted the answer (minifier/cpu_isa.py) and made its imports it says Prepared:
+its answer. Once it has adopted the answer (minifier/processes/cpu_isa.py) and made its imports it says Prepared:
 the driver forks its idle early workers again, so that they inherit it all, and busy ones read the answer
 from the file every worker holds. This process never
 touches CUDA (a CUDA context does not survive fork): each worker sets its own CUDA_VISIBLE_DEVICES and
 creates its context after the fork.
 
-    python -m minifier.forkserver --fd N                       one driver's private server
-    python -m minifier.forkserver --name NAME --idle S --owner PID
+    python -m minifier.processes.forkserver --fd N                       one driver's private server
+    python -m minifier.processes.forkserver --name NAME --idle S --owner PID
 
 A private server serves the connected socket N and exits when it closes. A named one listens on the
 abstract Unix socket NAME (nothing on disk), serves any process of the same user, and exits after S
@@ -39,17 +39,17 @@ import time
 import traceback
 from collections.abc import Callable
 
+from ..contract.procs import SERVER_NAME, alive, env_set, kill_worker, name_process, peer_uid
+from ..contract.wire import WireError
+from ..exchange import fork_protocol as fp
+from ..exchange.worklog import phase, server_header
 from . import cpu_isa
-from . import fork_protocol as fp
-from .procs import SERVER_NAME, alive, env_set, kill_worker, name_process, peer_uid
-from .wire import WireError
 from .worker import COMPILE_MODULES, import_if_installed, serve
-from .worklog import phase, server_header
 
 # What every worker imports before its first compile, torch first; the probe that compile would make
 # starts right after torch, in a child, so that it runs beside the imports (its 20 s were after them).
 _CPU_ISA = "the CPU vector ISA probe"
-_PRELOAD = ("torch", _CPU_ISA, "minifier.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES)
+_PRELOAD = ("torch", _CPU_ISA, "minifier.program.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES)
 # torch.cuda.is_available() asks the CUDA driver, and from then on torch refuses CUDA in forked children
 # ("Cannot re-initialize CUDA in forked subprocess"). Inductor asks it at import time (torch 2.11:
 # runtime/benchmarking.py); with this variable set torch asks NVML instead, which leaves fork usable.
@@ -266,7 +266,7 @@ class Server:
             if self.fresh_workers:
                 os.set_inheritable(fd_in, True)
                 os.set_inheritable(fd_out, True)
-                os.execv(sys.executable, [sys.executable, "-m", "minifier.worker", str(fd_in), str(fd_out)])
+                os.execv(sys.executable, [sys.executable, "-m", "minifier.processes.worker", str(fd_in), str(fd_out)])
             serve(fd_in, fd_out, self.isa_answer)
             code = 0
         except BaseException:
@@ -347,7 +347,7 @@ def _listen(name: str) -> socket.socket | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m minifier.forkserver")
+    parser = argparse.ArgumentParser(prog="python -m minifier.processes.forkserver")
     parser.add_argument("--fd", type=int)
     parser.add_argument("--name")
     parser.add_argument("--idle", type=float, default=600.0)

@@ -1,4 +1,4 @@
-"""The files the minifier writes (where: minifier.layout), and reads back.
+"""The files the minifier writes (where: minifier.contract.layout), and reads back.
 
 Everything goes inside the failure's own `minifier/` folder (or `--output-dir`): failure.json,
 `checkpoints/<N>.py` each beside its own `<N>.pt2` (PyTorch's overwrite one shared file, so its old

@@ -9,14 +9,14 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from . import worker_protocol as p
-from .artifacts import output_error, prepare, recover
-from .events import Command, Failure, load_failure
-from .launcher import LauncherSpec, read_launcher
-from .layout import DumpLayout
-from .lock import DumpLock
+from ..contract.artifacts import output_error, prepare, recover
+from ..contract.events import Command, Failure, load_failure
+from ..contract.launcher import LauncherSpec, read_launcher
+from ..contract.layout import DumpLayout
+from ..contract.lock import DumpLock
+from ..exchange import worker_protocol as p
+from ..processes.pool import Pool, PoolConfig, fork_server
 from .options import Options
-from .pool import Pool, PoolConfig, fork_server
 from .reporter import Reporter
 
 
@@ -37,7 +37,7 @@ class Session:
 
     @contextlib.contextmanager
     def exclusive(self, command: Command, reporter: Reporter) -> Iterator[None]:
-        """Hold the dump's lock for a whole `run` or `minify` (minifier.lock); DumpBusy if another run
+        """Hold the dump's lock for a whole `run` or `minify` (minifier.contract.lock); DumpBusy if another run
         holds it. Only then do the run's events go to the dump's events log too (a run refused must not
         look, to an editor tailing it, like one that failed), and what a killed earlier run left
         half-written is removed, and said."""

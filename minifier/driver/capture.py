@@ -20,10 +20,10 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 
-from .artifacts import relocate_dump
-from .launcher import BadLauncher, read_launcher
-from .layout import CAPTURE_SUFFIX, DumpLayout, capture_name, launcher_glob, run_folder
-from .procs import exit_text
+from ..contract.artifacts import relocate_dump
+from ..contract.launcher import BadLauncher, read_launcher
+from ..contract.layout import CAPTURE_SUFFIX, DumpLayout, capture_name, launcher_glob, run_folder
+from ..contract.procs import exit_text
 from .reporter import append_events, begin_event
 
 POLL_SECONDS = 0.2

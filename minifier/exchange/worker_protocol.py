@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from . import wire
-from .events import SourceLine
-from .launcher import LauncherSpec
-from .signature import ErrorAnalysis
+from ..contract import wire
+from ..contract.events import SourceLine
+from ..contract.launcher import LauncherSpec
+from ..contract.signature import ErrorAnalysis
 
-# A node of a torch.cond branch is named `<branch attr>.<node>` (minifier.branches) and reads its cond.
+# A node of a torch.cond branch is named `<branch attr>.<node>` (minifier.program.branches) and reads its cond.
 BRANCH_SEPARATOR = "."
 
 
@@ -88,7 +88,7 @@ class QueryRequest:
     program that a repro_standalone.py file (`script`) builds.
 
     `provenance`: record which graph nodes each generated kernel came from, and trace the kernel launches
-    of the run, both into the worker's log (minifier.worklog).
+    of the run, both into the worker's log (minifier.exchange.worklog).
     `probe`: an accuracy failure's localization instead: compile the graph once with every tensor
     node an output and compare each with the eager fp64 reference (Outcome.diverged).
     `own_cache`: compile in an Inductor cache of its own, removed after. The same graph compiling in

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 
-from . import worker_protocol as p
-from .artifacts import write_failure
-from .events import Failure, FailureEvent
-from .pool import Result
-from .provenance import failing_kernel, model_lines, read_kernel_source, resolve_kernel
+from ..contract.artifacts import write_failure
+from ..contract.events import Failure, FailureEvent
+from ..exchange import worker_protocol as p
+from ..exchange.provenance import failing_kernel, model_lines, read_kernel_source, resolve_kernel
+from ..exchange.worker_protocol import GraphInfo
+from ..exchange.worklog import provenance_in
+from ..processes.pool import Result
 from .reporter import Reporter
 from .session import Session
 from .verdicts import classify, result_signature
-from .worker_protocol import GraphInfo
-from .worklog import provenance_in
 
 ORIGINAL_KEY = "original"
 
