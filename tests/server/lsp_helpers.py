@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import os
 import re
+import shlex
 import stat
 import sys
 import time
@@ -303,6 +304,15 @@ def write(path: str, text: str) -> str:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+    return path
+
+
+def python_minifying_with(path: str, *options: str) -> str:
+    """An interpreter setting: this Python, with `options` added to each `python -m minifier minify`."""
+    added = " ".join(shlex.quote(o) for o in options)
+    python = shlex.quote(sys.executable)
+    write(path, f'#!/bin/sh\nif [ "$3" = minify ]; then exec {python} "$@" {added}; fi\nexec {python} "$@"\n')
+    os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
     return path
 
 

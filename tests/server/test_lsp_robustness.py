@@ -370,6 +370,7 @@ async def test_minify_during_a_background_reproduction_replaces_it(tmp_path):
     )
     async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
         await until(lambda: client.logged(r"started .* -m minifier run "), "the background reproduction")
+        await until(lambda: client.state(launcher) == "reproducing", "the failure listed as reproducing")
         await client.command("aoti.minify", client.item(launcher)["id"])
         await until(lambda: client.state(launcher) == "minimized", "the minification")
         assert client.logged(r"cancelling run \(minification requested\)")
