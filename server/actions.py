@@ -15,7 +15,7 @@ from lsprotocol import types
 from .capture import capture_actions
 from .diagnostics import SOURCE
 from .failures import FailureRecord, uri_of
-from .feature import Feature
+from .feature import Feature, handler
 from .jobs import Job
 from .live import stop
 from .protocol import (
@@ -62,124 +62,131 @@ def available(record: FailureRecord, job: Job | None) -> list[tuple[str, str]]:
 class Actions(Feature):
     def register(self) -> None:
         ls = self.ls
-
-        @ls.feature(
+        ls.feature(
             types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix])
-        )
-        def code_actions(params: types.CodeActionParams) -> list[types.CodeAction]:
-            actions: list[types.CodeAction] = []
-            seen: set[str] = set()
-            for diagnostic in params.context.diagnostics:
-                failure_id = _failure_id(diagnostic)
-                record = ls.failures.get(failure_id) if failure_id and failure_id not in seen else None
-                if record is None:
-                    continue
-                seen.add(record.id)
-                for i, (title, command) in enumerate(available(record, ls.jobs.running(record.id))):
-                    actions.append(
-                        types.CodeAction(
-                            title=title,
-                            kind=types.CodeActionKind.QuickFix,
-                            diagnostics=[diagnostic],
-                            is_preferred=i == 0,
-                            command=types.Command(title=title, command=command, arguments=[record.id]),
-                        )
+        )(handler(self.code_actions))
+        ls.command(MINIFY)(handler(self.minify))
+        ls.command(REPRODUCE)(handler(self.reproduce))
+        ls.command(CANCEL)(handler(self.cancel))
+        ls.command(REPORT)(handler(self.report))
+        ls.command(SHOW_SHRINK)(handler(self.show_shrink))
+        ls.command(OPEN_REPRO)(handler(self.open_repro))
+        ls.command(SHOW_GRAPH)(handler(self.show_graph))
+        ls.command(SHOW_KERNEL)(handler(self.show_kernel))
+
+    def code_actions(self, params: types.CodeActionParams) -> list[types.CodeAction]:
+        ls = self.ls
+        actions: list[types.CodeAction] = []
+        seen: set[str] = set()
+        for diagnostic in params.context.diagnostics:
+            failure_id = _failure_id(diagnostic)
+            record = ls.failures.get(failure_id) if failure_id and failure_id not in seen else None
+            if record is None:
+                continue
+            seen.add(record.id)
+            for i, (title, command) in enumerate(available(record, ls.jobs.running(record.id))):
+                actions.append(
+                    types.CodeAction(
+                        title=title,
+                        kind=types.CodeActionKind.QuickFix,
+                        diagnostics=[diagnostic],
+                        is_preferred=i == 0,
+                        command=types.Command(title=title, command=command, arguments=[record.id]),
                     )
-            return actions + capture_actions(ls, params)
+                )
+        return actions + capture_actions(ls, params)
 
-        @ls.command(MINIFY)
-        async def minify(failure_id: str) -> None:
-            record = _lookup(ls, failure_id)
-            if record is None:
+    async def minify(self, failure_id: str) -> None:
+        ls = self.ls
+        record = _lookup(ls, failure_id)
+        if record is None:
+            return
+        job = ls.jobs.running(record.id)
+        if job is None or job.kind != "minify":
+            if not _allowed(ls, record):
                 return
-            job = ls.jobs.running(record.id)
-            if job is None or job.kind != "minify":
-                if not _allowed(ls, record):
-                    return
-                if job is not None:  # a reproduction; minify re-checks the failure itself
-                    await ls.jobs.stop(record.id, "minification requested")
-                if ls.jobs.running(record.id) is None:  # else another request started it meanwhile
-                    ls.jobs.start(record, "minify", user=True)
-                    return
+            if job is not None:  # a reproduction; minify re-checks the failure itself
+                await ls.jobs.stop(record.id, "minification requested")
+            if ls.jobs.running(record.id) is None:  # else another request started it meanwhile
+                ls.jobs.start(record, "minify", user=True)
+                return
+        await ls.show(graph_uri(record.id), "the shrinking graph")
+
+    async def reproduce(self, failure_id: str) -> None:
+        ls = self.ls
+        record = _lookup(ls, failure_id)
+        if record is None or not _allowed(ls, record):
+            return
+        if (job := ls.jobs.running(record.id)) is not None:
+            ls.tell(
+                f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
+                types.MessageType.Info,
+            )
+            return
+        ls.jobs.start(record, "run", user=True)
+
+    def cancel(self, failure_id: str) -> None:
+        ls = self.ls
+        record = _lookup(ls, failure_id)
+        if record is None or ls.jobs.cancel(record.id, "cancelled by the user"):
+            return
+        if record.external is not None and stop(record.external):
+            ls.log(f"{record.id}: sent SIGINT to aoti-minify (pid {record.external.pid}) started outside the editor")
+        else:
+            ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
+
+    def report(self, failure_id: str) -> None:
+        ls = self.ls
+        record = _lookup(ls, failure_id)
+        if record is None:
+            return
+        if not record.repro:
+            ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
+        elif (job := ls.jobs.running(record.id)) is not None or record.external is not None:
+            working = job.kind if job else record.external.command if record.external else ""
+            ls.tell(
+                f"{record.id} is being worked on ({working}); prepare the report when that has ended",
+                types.MessageType.Info,
+            )
+        else:  # runs no workspace code: the report only reads the dump and asks torch for its versions
+            ls.jobs.start(record, "report", user=True)
+
+    async def show_shrink(self, failure_id: str) -> None:
+        ls = self.ls
+        if (record := _lookup(ls, failure_id)) is None:
+            return
+        if ls.documents.supported:
+            await ls.show(shrink_uri(record.id), "the shrink curve")
+        else:
+            curve = text_curve(record.history) if record.history else "no minification yet"
+            ls.tell(f"{record.id} shrank: {curve}", types.MessageType.Info)
+
+    async def open_repro(self, failure_id: str) -> None:
+        ls = self.ls
+        record = _lookup(ls, failure_id)
+        if record is not None and record.repro:
+            await ls.show(uri_of(record.repro), "repro.py")
+        elif record is not None:
+            ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
+
+    async def show_graph(self, failure_id: str) -> None:
+        ls = self.ls
+        if (record := _lookup(ls, failure_id)) is None:
+            return
+        if ls.documents.supported:
             await ls.show(graph_uri(record.id), "the shrinking graph")
+        elif (path := _graph_file(record)) is not None:  # the same graph, as a file an editor can open
+            await ls.show(uri_of(path), "the smallest failing graph")
+        else:
+            ls.tell(f"{record.id} has no smaller graph yet: minify it first", types.MessageType.Info)
 
-        @ls.command(REPRODUCE)
-        async def reproduce(failure_id: str) -> None:
-            record = _lookup(ls, failure_id)
-            if record is None or not _allowed(ls, record):
-                return
-            if (job := ls.jobs.running(record.id)) is not None:
-                ls.tell(
-                    f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
-                    types.MessageType.Info,
-                )
-                return
-            ls.jobs.start(record, "run", user=True)
-
-        @ls.command(CANCEL)
-        def cancel(failure_id: str) -> None:
-            record = _lookup(ls, failure_id)
-            if record is None or ls.jobs.cancel(record.id, "cancelled by the user"):
-                return
-            if record.external is not None and stop(record.external):
-                ls.log(
-                    f"{record.id}: sent SIGINT to aoti-minify (pid {record.external.pid}) started outside the editor"
-                )
-            else:
-                ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
-
-        @ls.command(REPORT)
-        def report(failure_id: str) -> None:
-            record = _lookup(ls, failure_id)
-            if record is None:
-                return
-            if not record.repro:
-                ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
-            elif (job := ls.jobs.running(record.id)) is not None or record.external is not None:
-                working = job.kind if job else record.external.command if record.external else ""
-                ls.tell(
-                    f"{record.id} is being worked on ({working}); prepare the report when that has ended",
-                    types.MessageType.Info,
-                )
-            else:  # runs no workspace code: the report only reads the dump and asks torch for its versions
-                ls.jobs.start(record, "report", user=True)
-
-        @ls.command(SHOW_SHRINK)
-        async def show_shrink(failure_id: str) -> None:
-            if (record := _lookup(ls, failure_id)) is None:
-                return
-            if ls.documents.supported:
-                await ls.show(shrink_uri(record.id), "the shrink curve")
-            else:
-                curve = text_curve(record.history) if record.history else "no minification yet"
-                ls.tell(f"{record.id} shrank: {curve}", types.MessageType.Info)
-
-        @ls.command(OPEN_REPRO)
-        async def open_repro(failure_id: str) -> None:
-            record = _lookup(ls, failure_id)
-            if record is not None and record.repro:
-                await ls.show(uri_of(record.repro), "repro.py")
-            elif record is not None:
-                ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
-
-        @ls.command(SHOW_GRAPH)
-        async def show_graph(failure_id: str) -> None:
-            if (record := _lookup(ls, failure_id)) is None:
-                return
-            if ls.documents.supported:
-                await ls.show(graph_uri(record.id), "the shrinking graph")
-            elif (path := _graph_file(record)) is not None:  # the same graph, as a file an editor can open
-                await ls.show(uri_of(path), "the smallest failing graph")
-            else:
-                ls.tell(f"{record.id} has no smaller graph yet: minify it first", types.MessageType.Info)
-
-        @ls.command(SHOW_KERNEL)
-        async def show_kernel(failure_id: str) -> None:
-            record = _lookup(ls, failure_id)
-            if record is not None and record.kernel_name:
-                await ls.show(kernel_uri(record.id, record.kernel_name), "the failing kernel")
-            elif record is not None:
-                ls.tell(f"no kernel source is known for {record.id}: reproduce it first", types.MessageType.Info)
+    async def show_kernel(self, failure_id: str) -> None:
+        ls = self.ls
+        record = _lookup(ls, failure_id)
+        if record is not None and record.kernel_name:
+            await ls.show(kernel_uri(record.id, record.kernel_name), "the failing kernel")
+        elif record is not None:
+            ls.tell(f"no kernel source is known for {record.id}: reproduce it first", types.MessageType.Info)
 
 
 def _graph_file(record: FailureRecord) -> str | None:

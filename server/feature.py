@@ -8,7 +8,10 @@ feature overrides the hooks it needs, the others do nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import inspect
+import typing
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .failures import FailureRecord
@@ -37,3 +40,23 @@ class Feature:
 
     def exit(self) -> None:
         """The server process ends now: whatever still runs must go."""
+
+
+def handler(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A feature's bound method as pygls takes a handler: a plain function (pygls marks its handlers with
+    attributes, which a bound method cannot take) with the method's parameters and resolved types (from which
+    pygls structures a command's arguments)."""
+    call: Callable[..., Any]
+    if inspect.iscoroutinefunction(method):
+
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return await method(*args, **kwargs)
+    else:
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            return method(*args, **kwargs)
+
+    call.__signature__ = inspect.signature(method)  # type: ignore[union-attr]  # read by inspect.signature
+    call.__annotations__ = typing.get_type_hints(method)
+    call.__name__ = call.__qualname__ = method.__name__
+    return call

@@ -78,6 +78,8 @@ class LiveRuns(Feature):
         self._tails: dict[str, EventsTail] = {}  # by failure id
         self._lock = asyncio.Lock()  # one read of the logs at a time (they run in the executor)
         self._task: asyncio.Task[None] | None = None
+        # the loop keeps only weak references to tasks: one nobody holds may be collected before it ends
+        self._refreshes: set[asyncio.Task[None]] = set()
         self._next_look = 0.0
 
     async def initialized(self) -> None:
@@ -169,7 +171,9 @@ class LiveRuns(Feature):
         )
         self.ls.changed()
         # Its outputs (repro.py, failure.json) are on disk now; and it may have started none of them.
-        asyncio.get_running_loop().create_task(self.ls.discovery.refresh([record.launcher]))
+        refresh = asyncio.get_running_loop().create_task(self.ls.discovery.refresh([record.launcher]))
+        self._refreshes.add(refresh)
+        refresh.add_done_callback(self._refreshes.discard)
 
     def _recall_shrink(self, record: FailureRecord, events: list[Event]) -> None:
         """The shrink curve of a minification that ended before this server saw it."""
