@@ -600,11 +600,11 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> p.ValuesS
     try:
         values = pool.call(p.ValuesRequest(path=session.layout.values), timeout=session.options.timeout)
     except WorkerLost as e:
-        why = str(e).split("; last log lines")[0]
         values = p.ValuesStored(
             path=session.layout.values,
             stored=[],
-            error=f"the eager run that saves the graph's values lost its worker ({why})",
+            error=f"the eager run that saves the graph's values lost its worker (worker failed on "
+            f"ValuesRequest: {e.reason})",
         )
     if values.error:
         reporter.log(f"{values.error}; later nodes are only removed together with their users", "warning")

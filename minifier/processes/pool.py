@@ -38,10 +38,14 @@ class PoolError(RuntimeError):
 
 
 class WorkerLost(PoolError):
-    """The worker serving a `call` died or did not answer in time (it has been replaced)."""
+    """The worker serving a `call` died or did not answer in time (it has been replaced): `reason` says
+    which, `log_tail` is the end of its log (empty for a worker that did not answer)."""
 
-    def __init__(self, message: str) -> None:
-        super().__init__("internal", message)
+    def __init__(self, request: str, reason: str, log_tail: str = "") -> None:
+        log = f"; last log lines:\n{log_tail}" if log_tail else ""
+        super().__init__("internal", f"worker failed on {request}: {reason}{log}")
+        self.reason = reason
+        self.log_tail = log_tail
 
 
 @dataclass(frozen=True)
@@ -189,9 +193,14 @@ class _Slot:
                 pass
 
     def death(self) -> str:
+        reason, tail = self.death_and_log()
+        return f"{reason}; last log lines:\n{tail}"
+
+    def death_and_log(self) -> tuple[str, str]:
+        """How the worker died, and the end of its log."""
         tail = worklog.tail(self.log_path)
         code = self.proc.wait()
-        return f"worker {exit_text(code)}{_crash_hint(tail, code)}; last log lines:\n{tail}"
+        return f"worker {exit_text(code)}{_crash_hint(tail, code)}", tail
 
     def query_log(self) -> str:
         query = self.current
@@ -270,11 +279,13 @@ class Pool:
                     raise PoolError("internal", f"a worker answered {type(request).__name__} with {reply}")
                 return reply
             if slot.state == "dead" or time.monotonic() > slot.deadline:
-                detail = (
-                    slot.death() if slot.state == "dead" else f"no answer within {slot.deadline - slot.sent_at:.0f} s"
+                reason, tail = (
+                    slot.death_and_log()
+                    if slot.state == "dead"
+                    else (f"no answer within {slot.deadline - slot.sent_at:.0f} s", "")
                 )
                 self._replace(slot)
-                raise WorkerLost(f"worker failed on {type(request).__name__}: {detail}")
+                raise WorkerLost(type(request).__name__, reason, tail)
 
     def submit(self, query: p.QueryRequest, background: bool = False, env: Mapping[str, str] | None = None) -> None:
         """Queue a query, foreground (the search) or background (a guess; see `schedule`). A query
