@@ -5,8 +5,7 @@ an interior node, dead code, unused inputs and outputs, and truncation are all j
 The search is delta debugging (ddmin) over contiguous chunks in topological order. It returns a
 1-minimal set: removing any single node makes the failure go away. As in CDD and ProbDD, a failure
 is taken to need all of its nodes (monotone): a round's candidate that is part of a graph that ran
-cleanly is not compiled, it passes too (on the index_put KeyError of BERT: 26 compiles instead of 67,
-the same 7-node repro).
+cleanly is not compiled, it passes too.
 
 Guesses never hold it up. `Race` runs the rounds on a `Tester` (the worker pool, or a simulated clock
 in the tests) and races guesses beside them: subgraphs that evidence points to (the failing kernel's
@@ -19,14 +18,12 @@ one, a round's candidate outside it) is stopped.
 Rounds run ahead, on workers nothing else will take. A round that has a failing candidate but waits for a
 smaller or earlier one (its result must not depend on which worker is faster) stops what ranks after the
 failing one, which can no longer be its result, and starts the round that would follow the failing one in the
-background: on the H200 a candidate that fails compiles in 2 s, one that passes in about a minute, and GPT-2's
-rounds waited 73 s and 44 s so. Spare workers after that take the rounds that would follow each candidate still
-undecided, best first: Qwen2's complex sub on the H200 was a bisection of eight rounds, each one compile of 6 to
-10 s whether its candidates failed or passed, with six of eight workers idle. Such work is kept if the round
-takes that candidate, stopped once it cannot (the candidate passed, or ranks after a failing one).
+background (a failing candidate often compiles much sooner than a passing one). Spare workers after that take the
+rounds that would follow each candidate still undecided, best first. Such work is kept if the round takes that
+candidate, stopped once it cannot (the candidate passed, or ranks after a failing one).
 Monotone the other way too: a candidate whose round ran ahead and holds a failing graph fails, and the round
 takes it without waiting for its own compile, which is stopped (the next round, already known, takes a graph
-that failed itself). Parts compile sooner than the whole: Qwen2's second half answered 3 s after its quarter.
+that failed itself). Why each rule exists, with the workloads that showed it: bench/RESULTS.md.
 """
 
 from __future__ import annotations
@@ -117,10 +114,9 @@ def make_closure(args: dict[str, list[str]], cuttable: set[str]) -> Callable[[It
 
 def smallest_failure_known(candidates: Sequence[Candidate], verdicts: Mapping[Candidate, str]) -> bool:
     """The candidate the round would take (the smallest failing one, the earliest among equals) is known: a
-    round tested concurrently may end. Waiting for a smaller one costs one small compile; taking the first to
-    fail cost whole rounds on the H200, where a 4-node slice whose kernels were cached beat the 1-node slice
-    compiling beside it. Waiting for an earlier one of the same size makes the result the same on every run,
-    whichever worker is faster: with two accuracy bugs, PyTorch's --strict-accuracy test expects the first."""
+    round tested concurrently may end. Waiting for a smaller one costs one small compile, taking the first to
+    fail can cost whole rounds; waiting for an earlier one of the same size makes the result the same on every
+    run, whichever worker is faster (with two accuracy bugs, PyTorch's --strict-accuracy test expects the first)."""
     for candidate in sorted(candidates, key=len):
         if candidate not in verdicts:
             return False
@@ -183,10 +179,8 @@ class Race:
 
     def verdict(self, candidate: Candidate, then: NextRound | None = None, after: NextRound | None = None) -> str:
         """Test one candidate in the foreground (the whole graph) while the guesses go on, and the round `then`
-        would start with if it fails runs ahead on spare workers: on the H200, Qwen2's halves compiled in the
-        11 s that six of eight workers waited for the original's verdict. Workers still spare take the round
-        `after` would follow each of those with, best first, until that one passes: the halves left five of
-        eight idle for 13 s, while the search later took about 10 s for the round of quarters."""
+        would start with if it fails runs ahead on spare workers. Workers still spare take the round `after`
+        would follow each of those with, best first, until that one passes."""
         self._start(candidate, background=False)
         upcoming = list(then(candidate)) if then is not None else []
         beyond: dict[Candidate, list[Candidate]] = {}  # an upcoming candidate -> the round after it

@@ -413,8 +413,8 @@ def recording_provenance():
     context; the mark is written before the run, which may kill the process. Caches stay on: the one
     whose hit would skip code generation (and so record nothing), Inductor's FX graph cache, never serves
     AOT compiles, and the others hold binaries (Triton's kernels, the wrapper's), whose code is still
-    generated. Turning them all off (force_disable_caches) made the original's compile, on the critical
-    path of every mode, 6 s -> 13 s for GPT-2 on the H200, where the kernels were cached from the dump."""
+    generated; turning them all off (force_disable_caches) would slow the original's compile, on the
+    critical path of every mode."""
     import torch._inductor.config as inductor_config
     import torch._inductor.debug as debug
 
