@@ -14,7 +14,8 @@ from minifier.contract.launcher import LauncherSpec
 from minifier.contract.procs import alive, with_this_package
 from minifier.exchange import fork_protocol as fp
 from minifier.exchange import worker_protocol as p
-from minifier.processes import cpu_isa, worklog
+from minifier.exchange import worklog
+from minifier.processes import cpu_isa
 from minifier.processes.forkclient import ForkServer
 from minifier.processes.forkserver import OWNER_GRACE
 from minifier.processes.pool import Plan, Pool, PoolConfig, PoolError, SlotView, _worker_env, schedule

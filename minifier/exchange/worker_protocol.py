@@ -211,6 +211,7 @@ CALL_ANSWERS: dict[type, type] = {
     DescribeRequest: Described,
     ValuesRequest: ValuesStored,
     StandaloneRequest: StandaloneCode,
+    QueryRequest: Outcome,
 }
 
 _REQUESTS = {

@@ -257,10 +257,14 @@ class Pool:
     def call(self, request: p.ValuesRequest, timeout: float | None = None) -> p.ValuesStored: ...
     @overload
     def call(self, request: p.StandaloneRequest, timeout: float | None = None) -> p.StandaloneCode: ...
+    @overload
+    def call(self, request: p.QueryRequest, timeout: float | None = None) -> p.Outcome: ...
     def call(
-        self, request: p.DescribeRequest | p.ValuesRequest | p.StandaloneRequest, timeout: float | None = None
+        self,
+        request: p.DescribeRequest | p.ValuesRequest | p.StandaloneRequest | p.QueryRequest,
+        timeout: float | None = None,
     ) -> p.Answer:
-        """Send one non-query request to the first ready worker and wait for its reply, `timeout`
+        """Send one request to the first ready worker and wait for its reply, `timeout`
         seconds at most (default: as long as a worker may take to start). Queries may run meanwhile:
         their results are kept for the next `wait`."""
         slot = self._wait_idle()
