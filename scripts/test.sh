@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check: the linters and type checkers first (seconds), then every test: Python (unit, real AOTI
-# compiles on CPU, the language server over LSP; GPU tests skip without CUDA), the extension's unit tests,
-# and the end-to-end test in a real VS Code. Extra arguments go to pytest.
+# compiles on CPU, the language server over LSP; GPU tests skip without CUDA) on pytest-xdist workers, the
+# extension's unit tests, and, beside them (it waits on a browser and a real VS Code much of its time), the
+# end-to-end test in code-server. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 status=0
@@ -10,7 +11,18 @@ lint .venv/bin/ruff check minifier server tests bench
 lint .venv/bin/ruff format --check --quiet minifier server tests bench
 lint .venv/bin/mypy
 lint npm run --silent lint
-.venv/bin/python -m pytest -q -rs --durations=25 "$@" || status=$?
+
+mkdir -p .artifacts
+e2e_log=.artifacts/e2e.log
+npm run --silent test:e2e >"$e2e_log" 2>&1 &
+e2e=$!
+trap 'kill $e2e 2>/dev/null || true' EXIT
+.venv/bin/python -m pytest -q -rs --durations=25 -n auto --maxprocesses=4 "$@" || status=$?
 npm test --silent || status=$?
-npm run --silent test:e2e || status=$?
+e2e_status=0
+wait $e2e || e2e_status=$?
+trap - EXIT
+echo "[e2e] the end-to-end test in code-server (its log: $e2e_log)"
+cat "$e2e_log"
+[ $e2e_status = 0 ] || status=$e2e_status
 exit $status
