@@ -11,11 +11,10 @@ checkpoint at once, and the last one becomes repro.py, also when the run is canc
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..contract.artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
 from ..contract.events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
@@ -25,9 +24,10 @@ from ..exchange.provenance import failing_kernel, kernel_slices, read_kernel_sou
 from ..exchange.worker_protocol import GraphInfo
 from ..exchange.worklog import provenance_in
 from ..processes.pool import Pool, Result, WorkerLost
-from .rebuild import Trial, standalone_trial, write_standalone
+from .early_check import EarlyCheck
+from .rebuild import write_standalone
 from .reporter import Reporter
-from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, make_closure, minimize, opening_round
+from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, key_of, make_closure, minimize, opening_round
 from .session import Session
 from .verdicts import classify, result_signature
 
@@ -102,8 +102,7 @@ class PoolOracle:
         self.probe_waits = False  # the probe starts once no slice of a lie can fail
         self.wake_at: float | None = None  # a wait returns by then (monotonic), answered or not
         self.kernel_known = False
-        self.early: tuple[Candidate, Trial] | None = None  # the standalone check started beside the search
-        self.early_result: Result | None = None
+        self.early = EarlyCheck(session, pool, reporter, self.standalone_header, progress.line)
 
     # --- search.Tester -----------------------------------------------------------------------------
 
@@ -148,8 +147,7 @@ class PoolOracle:
         if result.query.key == LOCATE_KEY:
             self.found += self.located(result)
             return
-        if self.early is not None and result.query.key == self.early[1].query.key:
-            self.early_result = result
+        if self.early.answered(result):
             return
         candidate = self.by_key[result.query.key]
         if self.crashed_unexpectedly(result) and candidate not in self.retried:
@@ -364,52 +362,6 @@ class PoolOracle:
 
     # --- the standalone check ----------------------------------------------------------------------
 
-    def check_early(self, candidate: Candidate) -> None:
-        """Start the standalone check of a graph likely to end the search, beside its own compile or the round that
-        proves it, where a worker is idle: after the search it is one more compile (5 to 8 s on the H200, Qwen2's
-        complex sub)."""
-        self.drop_early()
-        if not self.pool.idle():
-            return
-        try:
-            trial = standalone_trial(
-                self.session,
-                self.pool,
-                sorted(candidate),
-                self.standalone_header(len(candidate)),
-                exact=False,
-                tag=f"-{key_of(candidate)}",
-            )
-        except WorkerLost as e:  # a head start only: the check runs after the search as before
-            self.reporter.log(f"the early standalone check could not start: {str(e).splitlines()[0]}", "warning")
-            return
-        if isinstance(trial, Trial):
-            # beside the same graph's own compile: in the shared cache, Inductor's lock would queue the two
-            trial = replace(trial, query=replace(trial.query, own_cache=True))
-            self.early = (candidate, trial)
-            self.pool.submit(trial.query, background=True)
-            self.reporter.say(
-                f"{self.progress.line()} | the {len(candidate)}-node graph likely ends the search: "
-                "its standalone check starts beside it"
-            )
-
-    def drop_early(self) -> None:
-        if self.early is not None:
-            self.pool.cancel(self.early[1].query.key)
-            self.early, self.early_result = None, None
-
-    def early_check(self, final: Candidate) -> tuple[Trial, Result] | None:
-        """The standalone check started early for `final`, once it answered; None if it was for another graph."""
-        if self.early is None:
-            return None
-        candidate, trial = self.early
-        if candidate != final:
-            self.pool.cancel(trial.query.key)
-            return None
-        while self.early_result is None and self.pool.in_flight():
-            self.wait()
-        return (trial, self.early_result) if self.early_result is not None else None
-
     def standalone_header(self, nodes: int) -> list[str]:
         return [
             f"aoti-lens repro_standalone: {nodes} of {self.progress.start_nodes} graph nodes",
@@ -435,10 +387,9 @@ class PoolOracle:
         if len(candidate) < self.progress.nodes and self.verdicts.get(candidate) == "fails":
             self.progress.nodes = len(candidate)
             self.write_checkpoint(candidate)
-            if self.early is not None and self.early[0] != candidate:
-                # a larger graph's standalone check, started beside the round a guess won meanwhile (BERT's dynamic
-                # fake: its 2-node ring won the 3-node ring's round; the check held a worker its single nodes needed)
-                self.drop_early()
+            # a larger graph's standalone check, started beside the round a guess won meanwhile, holds a worker
+            # the rounds after it need
+            self.early.drop_unless_for(candidate)
         return candidate
 
     def write_checkpoint(self, candidate: Candidate) -> bool:
@@ -495,7 +446,7 @@ class Checkpointing:
         if self.race.needs_several(candidates, current):
             # its complements will likely all pass and make it the result: its standalone check starts now,
             # on the worker its own compile left, not after the round (on two workers, 5 compiles in 3 waves)
-            self.oracle.check_early(current)
+            self.oracle.early.start(current)
         found = self.race.failing(candidates, current)
         if found:
             self.oracle.accept(found[0])
@@ -503,7 +454,7 @@ class Checkpointing:
 
     def expect_final(self, candidate: Candidate) -> None:
         self.race.start(candidate)  # its own compile first, on the first idle worker
-        self.oracle.check_early(candidate)
+        self.oracle.early.start(candidate)
 
     def report_cached(self, candidates: Sequence[Candidate]) -> None:
         for candidate in candidates:
@@ -534,10 +485,6 @@ def reaching_outputs(diverged: list[str], args: Mapping[str, Sequence[str]], out
                 reached.add(arg)
                 frontier.append(arg)
     return [n for n in diverged if n in reached]
-
-
-def key_of(candidate: Candidate) -> str:
-    return hashlib.sha1("\n".join(sorted(candidate)).encode()).hexdigest()[:16]
 
 
 def minify(session: Session, reporter: Reporter) -> DoneEvent:
@@ -708,7 +655,7 @@ def finish(session: Session, oracle: PoolOracle, final: Candidate, reporter: Rep
         sorted(final),
         oracle.standalone_header(len(final)),
         oracle.verdict,
-        checked=oracle.early_check(final),
+        checked=oracle.early.result_for(final, oracle.wait),
     )
     reporter.say(f"wrote {standalone}" + (f" (falls back to repro.py: {fallback})" if fallback else ""))
     if session.options.copy_to:

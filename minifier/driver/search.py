@@ -28,6 +28,7 @@ that failed itself). Why each rule exists, with the workloads that showed it: be
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -93,6 +94,11 @@ class Space:
 
     def ordered(self, nodes: Candidate) -> list[str]:
         return [n for n in self.order if n in nodes]
+
+
+def key_of(candidate: Candidate) -> str:
+    """A candidate's name in the pool and in file names: a hash of its node set."""
+    return hashlib.sha1("\n".join(sorted(candidate)).encode()).hexdigest()[:16]
 
 
 def make_closure(args: dict[str, list[str]], cuttable: set[str]) -> Callable[[Iterable[str]], Candidate]:
