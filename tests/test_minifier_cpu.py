@@ -28,7 +28,7 @@ from minifier.contract.events import (
     parse_event,
 )
 from minifier.contract.layout import DumpLayout, launchers_in
-from minifier.driver.minify import PoolOracle, Progress
+from minifier.driver.minify import PoolTester, Progress
 from minifier.driver.options import Options
 from minifier.driver.reporter import Reporter
 from minifier.driver.search import Space, make_closure
@@ -80,17 +80,17 @@ def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path)
         values = pool.call(p.ValuesRequest(path=session.layout.values)).stored
         order = graph.compute_nodes()
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values)))
-        oracle = PoolOracle(
+        tester = PoolTester(
             session, pool, Reporter(False), Progress(start_nodes=len(order), nodes=len(order)), space, graph
         )
-        assert oracle.probe()
-        while oracle.probed is None:  # no round has started: nothing called probe_first
-            oracle.wait()
+        assert tester.accuracy.start()
+        while tester.accuracy.probed is None:  # no round has started: nothing called probe_first
+            tester.wait()
     finally:
         pool.close()
     relu = next(n.name for n in graph.nodes if n.op == "relu")
-    assert oracle.probed[0] == {relu}  # the injected bug's node alone, the likeliest slice, first
-    assert oracle.leads() == oracle.probed
+    assert tester.accuracy.probed[0] == {relu}  # the injected bug's node alone, the likeliest slice, first
+    assert tester.leads() == tester.accuracy.probed
 
 
 def test_compile_error_names_kernel_line_and_model_line(dumps, tmp_path):

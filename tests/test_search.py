@@ -309,7 +309,7 @@ def test_the_monotone_shortcut_still_finds_interacting_nodes_in_fewer_compiles()
 
 
 def test_loose_accuracy_counts_only_errors_that_reach_an_output_through_floats():
-    from minifier.driver.minify import reaching_outputs
+    from minifier.driver.accuracy_probe import reaching_outputs
 
     # PyTorch's parity program: log1p -> gt (a bool: never probed) -> where; relu -> where (the output)
     args = {"log1p": ["x"], "gt": ["log1p"], "relu": ["x"], "where": ["gt", "relu", "relu"]}

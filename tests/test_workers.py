@@ -402,7 +402,7 @@ def test_the_isa_probe_made_elsewhere_is_adopted_from_its_answers_and_forgotten_
 
 
 def test_a_wait_with_a_deadline_returns_by_then_and_the_query_answers_later(tmp_path):
-    # the first round waits for the accuracy probe only so long (minify.PoolOracle.probe_first)
+    # the first round waits for the accuracy probe only so long (accuracy_probe.AccuracyProbe.probe_first)
     save_relu_program(tmp_path)
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:

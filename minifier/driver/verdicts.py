@@ -47,3 +47,12 @@ def check_str_matches(check_str: str, text: str) -> bool:
 
 def _other(result: Result) -> Verdict:
     return {"crash": "crash", "timeout": "timeout"}.get(result.kind, "other_failure")  # type: ignore[return-value]
+
+
+def one_line(result: Result) -> str:
+    """What a result says in one line: its error's signature, else the first line of its text or detail."""
+    if result.outcome is None:
+        return result.detail.splitlines()[0] if result.detail else ""
+    if result.outcome.error is not None:
+        return result.outcome.error.signature.describe()
+    return result.outcome.text.splitlines()[0] if result.outcome.text else ""

@@ -1,0 +1,81 @@
+"""Evidence from the failing kernel: the slices around its source nodes, raced as guesses. The kernel is
+named by the whole graph's first compile (Inductor's provenance, the launch a run died in, the kernel whose
+code generation raised) or an earlier `run`'s failure.json; a CUDA fault that names none is placed by running
+the original again with blocking launches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..contract.signature import KernelRef
+from ..exchange import worker_protocol as p
+from ..exchange.provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
+from ..exchange.worker_protocol import GraphInfo
+from ..exchange.worklog import provenance_in
+from ..processes.pool import Pool, Result
+from .reporter import Reporter
+from .search import Candidate, Space
+from .session import Session
+from .verdicts import result_signature
+
+LOCATE_KEY = "locate"
+# A CUDA fault is reported at a later synchronization, after the faulting kernel's launch has returned,
+# so the launch trace of an ordinary run names no kernel. Launches that wait for their kernel report it
+# at the kernel's own launch; read by CUDA when it starts, hence a worker started with it.
+LAUNCH_BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}
+
+
+class KernelEvidence:
+    def __init__(self, session: Session, pool: Pool, reporter: Reporter, space: Space, graph: GraphInfo) -> None:
+        self.session = session
+        self.pool = pool
+        self.reporter = reporter
+        self.space = space
+        self.graph = graph
+        self.known = False
+
+    def of_the_whole_graph(self, result: Result) -> list[Candidate]:
+        """The slices around the kernel the whole graph's compile or run failed in, unless one is known already;
+        for a CUDA fault that names no kernel, the launch-blocking run starts (its answer: `located`)."""
+        if self.known:
+            return []
+        _, analysis = result_signature(result)
+        provenance = provenance_in(result.log)
+        kernel = failing_kernel(analysis, result.log, provenance)
+        if kernel is None and self.unplaced_cuda_fault(result):
+            self.locate()
+        return self.leads(kernel, provenance)
+
+    def leads(self, kernel: KernelRef | None, provenance: Mapping[str, list[str]]) -> list[Candidate]:
+        """Slices around the failing kernel's origin, best evidence first."""
+        if not self.session.options.slicing or kernel is None:
+            return []
+        self.known = True
+        kernel = resolve_kernel(kernel, self.graph, read_kernel_source(kernel), provenance=provenance)
+        how = "named by Inductor" if kernel.exact else "guessed from its ops"
+        self.reporter.say(f"kernel {kernel.name}: source nodes {', '.join(kernel.source_nodes[:8])} ({how})")
+        slices = [self.space.closure(s) for s in kernel_slices(kernel, self.graph)]
+        return list(dict.fromkeys(s for s in slices if s != self.space.whole))
+
+    def unplaced_cuda_fault(self, result: Result) -> bool:
+        poisoned = result.kind == "crash" or (result.outcome is not None and result.outcome.poisoned)
+        return self.session.options.slicing and poisoned and self.graph.device.startswith("cuda")
+
+    def locate(self) -> None:
+        """Run the original again in the background, launches blocking, to see which kernel faults. Its
+        outcome is never a verdict: a bug that only shows when kernels overlap must still be seen."""
+        self.reporter.say(
+            "the CUDA fault names no kernel: running the original with blocking launches, "
+            "beside the search, to place it"
+        )
+        self.pool.submit(
+            p.QueryRequest(key=LOCATE_KEY, original=True, provenance=True), background=True, env=LAUNCH_BLOCKING
+        )
+
+    def located(self, result: Result) -> list[Candidate]:
+        provenance = provenance_in(result.log)
+        kernel = failing_kernel(None, result.log, provenance)
+        if kernel is None:
+            self.reporter.say("the launch-blocking run placed no kernel; the search goes on")
+            return []
+        return self.leads(kernel, provenance)
