@@ -127,7 +127,9 @@ def main() -> int:
     parser.add_argument("--pytorch-timeout", type=float, default=1800.0)
     parser.add_argument("--skip-pytorch", default="", help="workloads (substrings) where PyTorch is not run")
     parser.add_argument("--workers", type=int, default=0, help="aoti-minify workers (default: its own)")
-    parser.add_argument("--out", default="", help="JSON-lines results file (default: bench/results/results-<device>.jsonl)")
+    parser.add_argument(
+        "--out", default="", help="JSON-lines results file (default: bench/results/results-<device>.jsonl)"
+    )
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
     parser.add_argument(

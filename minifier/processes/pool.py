@@ -272,16 +272,19 @@ class Pool:
         slot.state, slot.sent_at = "busy", time.monotonic()
         slot.deadline = slot.sent_at + (timeout or self.config.start_timeout)
         while True:
-            for s, reply in self._poll():
+            answer = None
+            for s, reply in self._poll():  # every reply of the poll is taken: one from another worker comes too
                 if s is not slot:
                     self.unclaimed += self._outcome(s, reply)
-                    continue
+                else:
+                    answer = reply
+            if answer is not None:
                 slot.state = "idle"
-                if isinstance(reply, (p.ValuesStored, p.Outcome)) and reply.poisoned:
+                if isinstance(answer, (p.ValuesStored, p.Outcome)) and answer.poisoned:
                     self._replace(slot)
-                if not isinstance(reply, p.CALL_ANSWERS[type(request)]):
-                    raise PoolError("internal", f"a worker answered {type(request).__name__} with {reply}")
-                return reply
+                if not isinstance(answer, p.CALL_ANSWERS[type(request)]):
+                    raise PoolError("internal", f"a worker answered {type(request).__name__} with {answer}")
+                return answer
             if slot.state == "dead" or time.monotonic() > slot.deadline:
                 reason, tail = (
                     slot.death_and_log()
