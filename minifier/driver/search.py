@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from .verdicts import implied_passing, with_implied_failures
+
 Candidate = frozenset[str]
 
 
@@ -131,18 +133,6 @@ def smallest_failure_known(candidates: Sequence[Candidate], verdicts: Mapping[Ca
     return False
 
 
-def _with_implied_failures(
-    verdicts: Mapping[Candidate, str], ahead: Mapping[Candidate, Sequence[Candidate]]
-) -> Mapping[Candidate, str]:
-    """The verdicts, and "fails" for each undecided candidate whose round after it holds a failing graph."""
-    implied = {
-        c: "fails"
-        for c, upcoming in ahead.items()
-        if c not in verdicts and any(verdicts.get(u) == "fails" for u in upcoming)
-    }
-    return {**verdicts, **implied} if implied else verdicts
-
-
 def canonical(candidate: Candidate) -> tuple[int, list[str]]:
     """Ties between failing graphs of one size are broken by name, never by which answered first,
     so that the same dump gives the same repro."""
@@ -220,7 +210,7 @@ class Race:
             hit = self.winner(current)
             if hit is not None:
                 break
-            known = _with_implied_failures(verdicts, ahead)
+            known = with_implied_failures(verdicts, ahead)
             if smallest_failure_known(ranked, known):
                 hit = next(c for c in ranked if known.get(c) == "fails")
                 break
@@ -318,9 +308,7 @@ class Race:
 
     def _worth_compiling(self, candidates: Sequence[Candidate]) -> list[Candidate]:
         """The candidates less those that are part of a graph that passed (monotone: they pass too)."""
-        verdicts = self.tester.verdicts
-        passed = [c for c, v in verdicts.items() if v == "passes"]
-        implied = [c for c in candidates if c not in verdicts and any(c < clean for clean in passed)]
+        implied = implied_passing(candidates, self.tester.verdicts)
         self.implied += len(implied)
         return [c for c in candidates if c not in implied]
 

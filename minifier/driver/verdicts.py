@@ -1,16 +1,25 @@
-"""The verdict rules: when a candidate's result counts as the same failure.
+"""The verdict rules: when a candidate's result counts as the same failure, and when a candidate's verdict is
+known without compiling it.
 
 A candidate `fails` only with the target signature (or an error matching --check-str); any other
-error is `other_failure`, and a dead or overdue worker is `crash` or `timeout`. Torch-free.
+error is `other_failure`, and a dead or overdue worker is `crash` or `timeout`. A failure is taken to need
+all of its nodes (monotone, as in CDD and ProbDD): a part of a graph that passed passes, and a graph whose
+part failed fails. Torch-free.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from ..contract.events import Verdict
 from ..contract.signature import ErrorAnalysis, Signature, crash_signature
-from ..processes.pool import Result
+
+if TYPE_CHECKING:
+    from ..processes.pool import Result
+
+Nodes = frozenset[str]  # a candidate (search.Candidate)
 
 
 def result_signature(result: Result) -> tuple[Signature | None, ErrorAnalysis | None]:
@@ -56,3 +65,20 @@ def one_line(result: Result) -> str:
     if result.outcome.error is not None:
         return result.outcome.error.signature.describe()
     return result.outcome.text.splitlines()[0] if result.outcome.text else ""
+
+
+def implied_passing(candidates: Sequence[Nodes], verdicts: Mapping[Nodes, str]) -> list[Nodes]:
+    """The undecided candidates that are part of a graph that passed: they pass too, uncompiled."""
+    passed = [c for c, v in verdicts.items() if v == "passes"]
+    return [c for c in candidates if c not in verdicts and any(c < clean for clean in passed)]
+
+
+def with_implied_failures(verdicts: Mapping[Nodes, str], ahead: Mapping[Nodes, Sequence[Nodes]]) -> Mapping[Nodes, str]:
+    """The verdicts, and "fails" for each undecided candidate whose round after it (`ahead`, run ahead of its
+    verdict) holds a failing graph: a part of it failed."""
+    implied = {
+        c: "fails"
+        for c, upcoming in ahead.items()
+        if c not in verdicts and any(verdicts.get(u) == "fails" for u in upcoming)
+    }
+    return {**verdicts, **implied} if implied else verdicts
