@@ -203,7 +203,7 @@ class PoolTester:
             f"reproduces: {self.target.describe() if self.target else 'the original failure'}",
         ]
 
-    # --- candidates and checkpoints ----------------------------------------------------------------
+    # --- candidates ---------------------------------------------------------------------------------
 
     def query(self, candidate: Candidate) -> p.QueryRequest:
         key = key_of(candidate)
@@ -216,54 +216,10 @@ class PoolTester:
             key=key, kept=sorted(candidate), values_path=self.session.layout.values, save_pt2=save_pt2
         )
 
-    def accept(self, candidate: Candidate) -> Candidate:
-        """A smaller failing graph becomes the current one and, at once, a checkpoint. One the search took
-        without its compile (a part of it failed) waits for the next round's, which failed itself."""
-        if len(candidate) < self.progress.nodes and self.verdicts.get(candidate) == "fails":
-            self.progress.nodes = len(candidate)
-            self.write_checkpoint(candidate)
-            # a larger graph's standalone check, started beside the round a guess won meanwhile, holds a worker
-            # the rounds after it need
-            self.early.drop_unless_for(candidate)
-        return candidate
-
-    def write_checkpoint(self, candidate: Candidate) -> bool:
-        saved = _saved_program(self.results[candidate]) if candidate in self.results else None
-        if saved is None:
-            self.reporter.log(f"no saved program for the {len(candidate)}-node graph; checkpoint skipped", "warning")
-            return False
-        pt2, code = saved
-        header = [
-            f"aoti-lens checkpoint: {len(candidate)} of {self.progress.start_nodes} graph nodes",
-            f"reproduces: {self.target.describe() if self.target else 'the original failure'}",
-        ]
-        path = write_checkpoint(
-            self.session.layout,
-            self.session.spec,
-            self.session.accuracy,
-            len(candidate),
-            pt2,
-            code,
-            header,
-            self.session.options.imports,
-        )
-        self.progress.checkpoint, self.progress.checkpoint_nodes = path, len(candidate)
-        self.reporter.emit(
-            CheckpointEvent(
-                nodes=len(candidate),
-                path=path,
-                graph=code,
-                queries=self.progress.queries,
-                seconds=self.progress.seconds,
-            )
-        )
-        self.reporter.say(f"{self.progress.line()} | checkpoint {path}")
-        return True
-
 
 class Checkpointing:
     """The search's Oracle: the race's rounds, each smaller failing graph a checkpoint at once, each
-    candidate known already reported as a cached verdict."""
+    candidate known already reported as a cached verdict. The tester only compiles and caches."""
 
     def __init__(self, race: Race, tester: PoolTester) -> None:
         self.race = race
@@ -274,7 +230,7 @@ class Checkpointing:
     ) -> Candidate | None:
         self.report_cached(candidates)
         hit = self.race.first_failing(candidates, current, then)
-        return self.tester.accept(hit) if hit is not None else None
+        return self.accept(hit) if hit is not None else None
 
     def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
         self.report_cached(candidates)
@@ -284,12 +240,58 @@ class Checkpointing:
             self.tester.early.start(current)
         found = self.race.failing(candidates, current)
         if found:
-            self.tester.accept(found[0])
+            self.accept(found[0])
         return found
 
     def expect_final(self, candidate: Candidate) -> None:
         self.race.start(candidate)  # its own compile first, on the first idle worker
         self.tester.early.start(candidate)
+
+    def accept(self, candidate: Candidate) -> Candidate:
+        """A smaller failing graph becomes the current one and, at once, a checkpoint. One the search took
+        without its compile (a part of it failed) waits for the next round's, which failed itself."""
+        if len(candidate) < self.tester.progress.nodes and self.tester.verdicts.get(candidate) == "fails":
+            self.tester.progress.nodes = len(candidate)
+            self.write_checkpoint(candidate)
+            # a larger graph's standalone check, started beside the round a guess won meanwhile, holds a worker
+            # the rounds after it need
+            self.tester.early.drop_unless_for(candidate)
+        return candidate
+
+    def write_checkpoint(self, candidate: Candidate) -> bool:
+        saved = _saved_program(self.tester.results[candidate]) if candidate in self.tester.results else None
+        if saved is None:
+            self.tester.reporter.log(
+                f"no saved program for the {len(candidate)}-node graph; checkpoint skipped", "warning"
+            )
+            return False
+        pt2, code = saved
+        header = [
+            f"aoti-lens checkpoint: {len(candidate)} of {self.tester.progress.start_nodes} graph nodes",
+            f"reproduces: {self.tester.target.describe() if self.tester.target else 'the original failure'}",
+        ]
+        path = write_checkpoint(
+            self.tester.session.layout,
+            self.tester.session.spec,
+            self.tester.session.accuracy,
+            len(candidate),
+            pt2,
+            code,
+            header,
+            self.tester.session.options.imports,
+        )
+        self.tester.progress.checkpoint, self.tester.progress.checkpoint_nodes = path, len(candidate)
+        self.tester.reporter.emit(
+            CheckpointEvent(
+                nodes=len(candidate),
+                path=path,
+                graph=code,
+                queries=self.tester.progress.queries,
+                seconds=self.tester.progress.seconds,
+            )
+        )
+        self.tester.reporter.say(f"{self.tester.progress.line()} | checkpoint {path}")
+        return True
 
     def report_cached(self, candidates: Sequence[Candidate]) -> None:
         for candidate in candidates:
@@ -318,6 +320,7 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values.stored)))
         tester = PoolTester(session, pool, reporter, progress, space, graph, [m.node for m in values.mismatches])
         race = Race(tester, together=tester.accuracy.shown_together())
+        checkpoints = Checkpointing(race, tester)
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
         # The loose accuracy check cannot tell a wrong value that reaches the output from one that only feeds
         # a boolean mask (PyTorch's accuracy-vs-strict-accuracy parity): split into single nodes, the mask's
@@ -329,6 +332,7 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         current = first_round(
             session,
             tester,
+            checkpoints,
             race,
             graph,
             reporter,
@@ -336,11 +340,11 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
             after=lambda half: opening_round(space, half, small_graph=small),
         )
         if options.slices_first:
-            current = tester.accept(race.settle_guesses(current))
+            current = checkpoints.accept(race.settle_guesses(current))
         final = minimize(
             space,
             current,
-            Checkpointing(race, tester),
+            checkpoints,
             max_granularity=options.max_granularity,
             small_graph=small,
             guessed=current != tester.whole,
@@ -349,7 +353,7 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         tester.stop_guessing()
         if race.implied:
             reporter.say(f"{race.implied} candidates not compiled: each is part of a graph that passed")
-        return finish(session, tester, final, reporter)
+        return finish(session, tester, checkpoints, final, reporter)
     except KeyboardInterrupt:
         cancel(session, progress, reporter)
         raise
@@ -382,6 +386,7 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> p.ValuesS
 def first_round(
     session: Session,
     tester: PoolTester,
+    checkpoints: Checkpointing,
     race: Race,
     graph: GraphInfo,
     reporter: Reporter,
@@ -417,7 +422,7 @@ def first_round(
     )
     reporter.say(f"target: {tester.target.describe() if tester.target else 'any failure'}")
     won = race.winner(full)
-    return tester.accept(won) if won is not None else full
+    return checkpoints.accept(won) if won is not None else full
 
 
 def sanity(session: Session, tester: PoolTester, full: Candidate) -> Signature:
@@ -449,9 +454,11 @@ def _saved_program(result: Result) -> tuple[str, str] | None:
         return pt2, ""
 
 
-def finish(session: Session, tester: PoolTester, final: Candidate, reporter: Reporter) -> DoneEvent:
+def finish(
+    session: Session, tester: PoolTester, checkpoints: Checkpointing, final: Candidate, reporter: Reporter
+) -> DoneEvent:
     progress = tester.progress
-    if progress.checkpoint_nodes != len(final) and not tester.write_checkpoint(final) and progress.checkpoint:
+    if progress.checkpoint_nodes != len(final) and not checkpoints.write_checkpoint(final) and progress.checkpoint:
         reporter.log(
             f"the {len(final)}-node graph could not be saved; repro.py is the "
             f"{progress.checkpoint_nodes}-node checkpoint",
