@@ -237,11 +237,9 @@ class Race:
 
     def failing(self, candidates: Sequence[Candidate], current: Candidate) -> list[Candidate]:
         """A round that waits for its candidates, but once one failed only for those that rank before it and
-        those of its size that a worker is on (on two workers, queuing the others cost BERT's index_put 6 s a
-        round); those that fail, smallest first, or [a guess that won].
+        those of its size that a worker is on; those that fail, smallest first, or [a guess that won].
         Where the failure likely needs several nodes (`needs_several`), the larger candidates are queued first,
-        and a smaller one is dropped once a graph holding it passed. RoBERTa's lying fake kernel, 4 nodes all
-        needed, on two workers: its 4 complements in two waves instead of 3 single nodes and 4 complements in four."""
+        and a smaller one is dropped once a graph holding it passed."""
         verdicts = self.tester.verdicts
         ranked = sorted(self._worth_compiling(candidates), key=len)  # first_failing's order
         several = self.needs_several(candidates, current)
@@ -270,8 +268,7 @@ class Race:
     def needs_several(self, candidates: Sequence[Candidate], current: Candidate) -> bool:
         """Evidence that the failure of `current` needs several of its nodes: `current` is a guess that won while
         a guess of one of its nodes alone passed, or has not answered yet (should it fail, it wins and the order
-        of the rest no longer matters; RoBERTa's lying fake kernel: the 4-node ring answered 0.25 s before the
-        node alone, and the round queued single nodes first), or `current` holds nodes known to fail together."""
+        of the rest no longer matters), or `current` holds nodes known to fail together."""
         verdicts = self.tester.verdicts
         guessed = current in self.racers and any(
             len(c) == 1 and c in self.racers and verdicts.get(c, "passes") == "passes" for c in candidates
@@ -318,8 +315,7 @@ class Race:
         """Keep `ahead` to the rounds after `hopefuls` (in their order, which is the order they get spare
         workers in), and say what the rounds it no longer holds had that those it holds have not: work for
         a candidate that passed, or that ranks after a failing one, to be stopped. Past the first, a round is
-        only made while a worker is spare to run it (all 32 of a 2000-node chain's round at 16 chunks took
-        0.15 s to make)."""
+        only made while a worker is spare to run it."""
         before = dict(ahead)
         ahead.clear()
         for i, candidate in enumerate(hopefuls):
@@ -332,8 +328,7 @@ class Race:
 
     def _run_ahead(self, upcoming: list[Candidate]) -> None:
         """The round after a candidate, a candidate on each spare worker, in the background: the round's own
-        candidates keep every worker they can use (on two workers, queuing them all made BERT's index_put
-        search 1.4x slower)."""
+        candidates keep every worker they can use."""
         waiting = [c for c in upcoming if c not in self.running and c not in self.tester.verdicts]
         for candidate in waiting[: self.tester.spare()]:
             self._start(candidate, background=True)
@@ -433,7 +428,7 @@ def _drop_removable(
 ) -> Candidate | None:
     """The single nodes' round, waiting for every node's complement; then, where several of them fail, the graph
     without all of those nodes at once. A failure that needs a few of k nodes so loses the others in two rounds,
-    not in one round per node (Qwen2's complex sub on the H200: 6 -> 3 nodes in 3 rounds, 20 s). Its single-node
+    not in one round per node. Its single-node
     complements are parts of graphs that passed, so it is 1-minimal without another compile: if it fails, the
     search likely ends with it."""
     failing = oracle.failing(candidates, current)

@@ -412,8 +412,8 @@ class Pool:
             self._replace(slot)
 
     def _refresh(self) -> None:
-        """Fork again each idle worker forked before the fork server was prepared, once it is: on the H200
-        such a worker's first passing compile took 50 s longer, probing what the new one inherits."""
+        """Fork again each idle worker forked before the fork server was prepared, once it is: such a worker's
+        first compile would probe what the new one inherits."""
         try:
             self.forks.receive(timeout=0)
         except ForkServerGone:
