@@ -45,10 +45,12 @@ class AccuracyProbe:
         self.probe_waits = False  # the probe starts once no slice of a lie can fail
         self.wake_at: float | None = None  # a wait returns by then (monotonic), answered or not
 
-    def answered(self, result: Result) -> list[Candidate]:
-        """The slices of the probe's answer; they race at once (`probe_first` moves them ahead of the first
-        round): on two workers the answer frees the worker that the round run ahead of the whole graph's
-        verdict would take."""
+    def answer(self, result: Result) -> list[Candidate] | None:
+        """For the probe's answer, its slices (None for another query's): they race at once (`probe_first`
+        moves them ahead of the first round), since the answer frees the worker that the round run ahead of
+        the whole graph's verdict would take."""
+        if result.query.key != PROBE_KEY:
+            return None
         self.probed = self.localized(result)
         return self.probed
 

@@ -58,12 +58,12 @@ class EarlyCheck:
                 "its standalone check starts beside it"
             )
 
-    def answered(self, result: Result) -> bool:
-        """Whether `result` is this check's answer (kept for `result_for`)."""
+    def answer(self, result: Result) -> list[Candidate] | None:
+        """For this check's answer (kept for `result_for`), no leads; None for another query's."""
         if self.started is None or result.query.key != self.started[1].query.key:
-            return False
+            return None
         self.result = result
-        return True
+        return []
 
     def drop(self) -> None:
         if self.started is not None:

@@ -36,7 +36,7 @@ class KernelEvidence:
 
     def of_the_whole_graph(self, result: Result) -> list[Candidate]:
         """The slices around the kernel the whole graph's compile or run failed in, unless one is known already;
-        for a CUDA fault that names no kernel, the launch-blocking run starts (its answer: `located`)."""
+        for a CUDA fault that names no kernel, the launch-blocking run starts (its answer: `answer`)."""
         if self.known:
             return []
         _, analysis = result_signature(result)
@@ -57,6 +57,9 @@ class KernelEvidence:
         slices = [self.space.closure(s) for s in kernel_slices(kernel, self.graph)]
         return list(dict.fromkeys(s for s in slices if s != self.space.whole))
 
+    def stop(self) -> None:
+        self.pool.cancel(LOCATE_KEY)
+
     def unplaced_cuda_fault(self, result: Result) -> bool:
         poisoned = result.kind == "crash" or (result.outcome is not None and result.outcome.poisoned)
         return self.session.options.slicing and poisoned and self.graph.device.startswith("cuda")
@@ -72,7 +75,11 @@ class KernelEvidence:
             p.QueryRequest(key=LOCATE_KEY, original=True, provenance=True), background=True, env=LAUNCH_BLOCKING
         )
 
-    def located(self, result: Result) -> list[Candidate]:
+    def answer(self, result: Result) -> list[Candidate] | None:
+        """For the launch-blocking run's answer, the slices around the kernel it placed (None for another
+        query's)."""
+        if result.query.key != LOCATE_KEY:
+            return None
         provenance = provenance_in(result.log)
         kernel = failing_kernel(None, result.log, provenance)
         if kernel is None:

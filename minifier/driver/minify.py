@@ -25,9 +25,9 @@ from ..contract.signature import Signature
 from ..exchange import worker_protocol as p
 from ..exchange.worker_protocol import GraphInfo
 from ..processes.pool import Pool, Result, WorkerLost
-from .accuracy_probe import PROBE_KEY, AccuracyProbe
+from .accuracy_probe import AccuracyProbe
 from .early_check import EarlyCheck
-from .kernel_evidence import LOCATE_KEY, KernelEvidence
+from .kernel_evidence import KernelEvidence
 from .rebuild import write_standalone
 from .reporter import Reporter
 from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, key_of, make_closure, minimize, opening_round
@@ -129,14 +129,11 @@ class PoolTester:
     # --- answers -----------------------------------------------------------------------------------
 
     def answer(self, result: Result) -> None:
-        if result.query.key == PROBE_KEY:
-            self.found += self.accuracy.answered(result)
-            return
-        if result.query.key == LOCATE_KEY:
-            self.found += self.kernel.located(result)
-            return
-        if self.early.answered(result):
-            return
+        for evidence in (self.accuracy, self.kernel, self.early):  # each knows its own queries
+            leads = evidence.answer(result)
+            if leads is not None:
+                self.found += leads
+                return
         candidate = self.by_key[result.query.key]
         if self.crashed_unexpectedly(result) and candidate not in self.retried:
             # A worker killed from outside (OOM killer, a user's kill) must not cost the search a reduction.
@@ -193,7 +190,7 @@ class PoolTester:
     def stop_guessing(self) -> None:
         """The search is over: what still runs in the background can no longer matter."""
         self.accuracy.stop()
-        self.pool.cancel(LOCATE_KEY)
+        self.kernel.stop()
 
     # --- the standalone check ----------------------------------------------------------------------
 
