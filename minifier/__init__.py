@@ -1,8 +1,8 @@
 """aoti-lens minifier: reproduce and shrink PyTorch AOTInductor failures.
 
-The driver modules are torch-free; the language server imports only the CLI contract (`events`), the
-readers of a dump and the process helpers (see docs/architecture.md). Only the worker process and
-`minifier.program.graph` import torch.
+Five layers, lowest first: contract/, exchange/, program/, processes/, driver/ (docs/architecture.md). The
+driver is torch-free; the language server imports only contract/. Only the workers (processes/worker.py and
+program/) import torch.
 """
 
-__version__ = "0.1.0"
+from .contract import __version__ as __version__

@@ -4,6 +4,8 @@ server uses only the minifier's contract and readers, and what must stay torch-f
 from __future__ import annotations
 
 import ast
+import importlib.metadata
+import importlib.util
 import json
 import os
 import subprocess
@@ -199,3 +201,16 @@ def test_the_driver_runs_a_failure_without_importing_torch(dumps, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert [e for e in events_of(proc) if e.event == "failure"]
+
+
+def test_both_commands_say_their_versions_without_importing_torch():
+    from minifier.contract.events import SCHEMA_VERSION
+    from server import __version__
+    from server.protocol import PROTOCOL_VERSION
+
+    minify = without_torch("from minifier.driver.cli import main\nmain(['--version'])")
+    torch = importlib.metadata.version("torch") if importlib.util.find_spec("torch") else "not installed"
+    assert minify.returncode == 0, minify.stderr[-2000:]
+    assert minify.stdout.startswith(f"aoti-minify {__version__} (events schema {SCHEMA_VERSION}); torch {torch}, ")
+    lsp = without_torch("from server.__main__ import main\nmain(['--version'])")
+    assert lsp.returncode == 0 and lsp.stdout.strip() == f"aoti-lsp {__version__} (client protocol {PROTOCOL_VERSION})"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import os
 import signal
 import subprocess
@@ -11,10 +12,12 @@ import threading
 import time
 import traceback
 
+from ..contract import __version__
 from ..contract.artifacts import DiskFull, OutputError
 from ..contract.events import (
     EXIT_MEANINGS,
     KEEP_WARM_SECONDS,
+    SCHEMA_VERSION,
     Command,
     ErrorEvent,
     ExitCode,
@@ -49,6 +52,22 @@ def _power_of_two(text: str) -> int:
     return value
 
 
+def version_text() -> str:
+    """aoti-lens's version, its events schema, and the torch and Triton it would run with (read from the
+    installed distributions: the driver never imports torch)."""
+
+    def installed(name: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return "not installed"
+
+    return (
+        f"aoti-minify {__version__} (events schema {SCHEMA_VERSION}); "
+        f"torch {installed('torch')}, triton {installed('triton')} ({sys.executable})"
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     exits = "\n".join(f"  {int(code):<4}{meaning}" for code, meaning in EXIT_MEANINGS.items())
     parser = argparse.ArgumentParser(
@@ -57,6 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=f"Exit codes (stable; the language server relies on them):\n{exits}",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=version_text())
     commands = parser.add_subparsers(dest="command", required=True)
 
     def common(sub: argparse.ArgumentParser) -> None:
