@@ -301,6 +301,9 @@ def test_report_of_a_minified_failure(dumps, tmp_path):
     assert report.startswith("# AOTI failure: CppCompileError: 'compile' was not declared in this scope")
     assert f"from {done.start_nodes} to 1 graph node;" in report and "error: ‘compile’ was not declared" in report
     assert "relu = torch.ops.aten.relu.default" in report
+    # pasted into a public issue: no folder of this machine, placeholders that still read well
+    assert str(tmp_path) not in report and sys.prefix not in report and "/torchinductor_" not in report
+    assert re.search(r"<inductor cache>/\w+/\w+\.kernel\.cpp:\d+:\d+: error", report), report[:3000]
     # the repro inline is repro_standalone.py: one file, no repro.pt2 to attach
     assert "class Repro(torch.nn.Module)" in report and "attach that file" not in report
     assert "torch._inductor.config.cpp.inject_relu_bug_TESTING_ONLY = 'compile_error'" in report.split("Config:")[1]

@@ -5,22 +5,27 @@ Laid out like PyTorch's bug-report issue template ("Describe the bug" with a min
 repro inline (repro_standalone.py when there is one, else repro.py, which loads repro.pt2 beside
 it), the launcher's config that differs from the defaults, and the environment the template asks
 for. Torch-free: the versions come from `python -m minifier.program.environment` in a child process.
+It is meant to be pasted into a public issue: this machine's folders in it (the Inductor cache, the Python
+environment, the workspace, the home folder) are written as short placeholders (`<inductor cache>/...`);
+the repro it holds names no path at all.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 from ..contract.artifacts import read_repro_graph, rebuilt_standalone
 from ..contract.events import DoneEvent, EventsTail, Failure, last_run, load_failure
 from ..contract.launcher import LauncherSpec, read_launcher
-from ..contract.layout import DumpLayout
+from ..contract.layout import DEBUG_DIR, DumpLayout
 from ..contract.procs import PACKAGE_PARENT, with_this_package
 
 ENVIRONMENT_TIMEOUT = 300.0
@@ -131,6 +136,41 @@ def _config(spec: LauncherSpec, env: dict[str, Any]) -> list[str]:
     return [f"What the launcher sets that differs from {source}:", "", _fence("\n".join(lines), "python"), ""]
 
 
+def machine_folders(spec: LauncherSpec, layout: DumpLayout) -> list[tuple[str, str]]:
+    """(folder of this machine, its placeholder), the longest folder first so that one inside another is named
+    for the inner one: the Inductor cache (the launcher's, else Inductor's default), the Python environment, the
+    workspace (the folder holding the dump's torch_compile_debug/), the home folder."""
+    cache = spec.env.get("TORCHINDUCTOR_CACHE_DIR") or os.path.join(tempfile.gettempdir(), f"torchinductor_{_user()}")
+    debug_dir = os.path.dirname(layout.run_dir)
+    folders = [(cache, "<inductor cache>"), (sys.prefix, "<python env>"), (os.path.expanduser("~"), "~")]
+    if os.path.basename(debug_dir) == DEBUG_DIR:
+        folders.append((os.path.dirname(debug_dir), "<workspace>"))
+    kept = [(os.path.normpath(folder), name) for folder, name in folders if folder and folder != os.sep]
+    return sorted(kept, key=lambda pair: len(pair[0]), reverse=True)
+
+
+def with_placeholders(text: str, folders: list[tuple[str, str]]) -> str:
+    """`text` with each folder (and what lies below it) written as its placeholder; a folder matches only whole
+    (`/home/ann` is not replaced inside `/home/anna`)."""
+    for folder, name in folders:
+        # the placeholder as a function: a replacement string would read its backslashes as escapes
+        text = re.sub(re.escape(folder) + r"(?=[/\s'\"`:),\]]|$)", functools.partial(_named, name), text, flags=re.M)
+    return text
+
+
+def _named(name: str, _: re.Match[str]) -> str:
+    return name
+
+
+def _user() -> str:
+    try:
+        import getpass
+
+        return getpass.getuser()
+    except (ImportError, KeyError, OSError):
+        return "unknown"
+
+
 def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env: dict[str, Any]) -> str:
     repro = rebuilt_standalone(layout) or layout.repro_py
     with open(repro, encoding="utf-8") as f:
@@ -159,8 +199,12 @@ def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env:
     lines += [f"Minimal graph ({count}):", "", _fence(graph, "python"), ""]
     name = os.path.basename(repro)
     note = " (loads `repro.pt2` beside it: attach that file too)" if repro == layout.repro_py else ""
+    folders = machine_folders(spec, layout)
+    lines = [with_placeholders(line, folders) for line in lines]
+    # the repro as it is: it names no path of this machine, and must run as pasted
     lines += [f"Repro, `{name}`{note}: run `python {name}`.", "", _fence(repro_text, "python"), ""]
-    lines += ["Config:", "", *_config(spec, env), "### Versions", "", *_versions(env, failure)]
+    after = ["Config:", "", *_config(spec, env), "### Versions", "", *_versions(env, failure)]
+    lines += [with_placeholders(line, folders) for line in after]
     return "\n".join(lines)
 
 
