@@ -76,9 +76,10 @@ def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTEST_CURRENT_TEST"}
 
 
-def aoti_minify(*args: str, timeout: float = 900, warm: bool = True, **kwargs) -> subprocess.CompletedProcess:
-    """`aoti-minify ARGS`; warm=False for a test of a cold start or of the fork server's own life."""
-    keep_warm = KEEP_WARM if warm and args[:1] in (("run",), ("minify",)) and "--keep-warm" not in args else ()
+def aoti_minify(*args: str, timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:
+    """`aoti-minify ARGS`, run and minify with KEEP_WARM unless ARGS say how long to keep warm (the tests of a
+    cold start or of the fork server's own life start their drivers themselves)."""
+    keep_warm = KEEP_WARM if args[:1] in (("run",), ("minify",)) and "--keep-warm" not in args else ()
     return subprocess.run(
         [sys.executable, "-m", "minifier", *args, *keep_warm],
         capture_output=True,

@@ -78,9 +78,7 @@ class PoolTester:
         mismatched: Iterable[str] = (),
     ) -> None:
         self.session = session
-        self.space = space
         self.whole = space.whole
-        self.graph = graph
         self.pool = pool
         self.reporter = reporter
         self.progress = progress
