@@ -13,6 +13,7 @@ the repro it holds names no path at all.
 from __future__ import annotations
 
 import functools
+import getpass
 import json
 import os
 import re
@@ -164,10 +165,8 @@ def _named(name: str, _: re.Match[str]) -> str:
 
 def _user() -> str:
     try:
-        import getpass
-
         return getpass.getuser()
-    except (ImportError, KeyError, OSError):
+    except (KeyError, OSError):  # no login name, no passwd entry
         return "unknown"
 
 
@@ -199,13 +198,13 @@ def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env:
     lines += [f"Minimal graph ({count}):", "", _fence(graph, "python"), ""]
     name = os.path.basename(repro)
     note = " (loads `repro.pt2` beside it: attach that file too)" if repro == layout.repro_py else ""
-    folders = machine_folders(spec, layout)
-    lines = [with_placeholders(line, folders) for line in lines]
-    # the repro as it is: it names no path of this machine, and must run as pasted
-    lines += [f"Repro, `{name}`{note}: run `python {name}`.", "", _fence(repro_text, "python"), ""]
+    repro_part = [f"Repro, `{name}`{note}: run `python {name}`.", "", _fence(repro_text, "python"), ""]
     after = ["Config:", "", *_config(spec, env), "### Versions", "", *_versions(env, failure)]
-    lines += [with_placeholders(line, folders) for line in after]
-    return "\n".join(lines)
+    folders = machine_folders(spec, layout)
+    # the repro as it is: it names no path of this machine, and must run as pasted
+    return "\n".join(
+        [with_placeholders("\n".join(lines), folders), *repro_part, with_placeholders("\n".join(after), folders)]
+    )
 
 
 def write_report(launcher: str, output: str | None = None, versions: bool = True) -> Report:
