@@ -16,7 +16,7 @@ import enum
 import json
 import os
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from . import wire
 from .signature import KernelRef, Signature
@@ -96,7 +96,7 @@ class Failure:
     v: int = SCHEMA_VERSION
 
 
-Command = Literal["run", "minify", "capture", "report"]
+Command = Literal["run", "minify", "capture", "report", "triage"]
 
 
 @dataclass(frozen=True)
@@ -197,6 +197,92 @@ class ReportEvent:
     v: int = SCHEMA_VERSION
 
 
+# triage.json's own version, apart from the events' (a file kept beside repro.py, read by other tools too).
+TRIAGE_VERSION = 1
+Target = Literal["minimal", "original"]
+# "fixes": a change made the graph compile and run (on the original: and match eager); "passes": an unchanged
+# run of the original did not fail (a flaky failure)
+TrialVerdict = Literal["fixes", "fails", "passes", "other_failure", "crash", "timeout", "export_error"]
+
+
+@dataclass(frozen=True)
+class Workaround:
+    """Inductor configs that make the original graph compile, load, run and match eager."""
+
+    inductor_configs: dict[str, Any]
+    family: str  # what it switches: "fusion", "C++ vectorization", "graph pass", ...
+    compile_s: float  # the original's compile, load and run with it
+    max_abs_error: float | None  # against eager, over the original's outputs
+    verified_on: Target = "original"
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """Configs that fixed the minimal graph but not the original (what the original did with them)."""
+
+    inductor_configs: dict[str, Any]
+    reason: str
+
+
+@dataclass(frozen=True)
+class Culprit:
+    ops: list[str]  # the minimal graph's ops, `aten.index_put_.default`
+    phase: str  # export, graph pass, lowering, scheduling, codegen, C++ compile, load, run, accuracy
+    subsystem: str  # "lowering of aten.relu.default", "graph pass remove_noop_ops", "fusion", "unknown"
+    detail: str
+
+
+@dataclass(frozen=True)
+class Triage:
+    """What `aoti-minify triage` found; saved as triage.json beside repro.py."""
+
+    signature: Signature
+    workarounds: list[Workaround]  # verified on the original, narrowest first; empty: none among `tried`
+    tried: int  # config changes tried on the minimal graph
+    culprit: Culprit
+    deterministic: bool  # the original failed in each of `runs` runs
+    runs: int
+    failures: int
+    repro: str
+    rejected: list[Rejected] = field(default_factory=list)
+    seconds: float = 0.0
+    torch_version: str = ""
+    v: int = TRIAGE_VERSION
+
+
+def load_triage(path: str) -> Triage:
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or data.get("v") != TRIAGE_VERSION:
+        raise wire.WireError(f"{path}: not a triage.json of schema v{TRIAGE_VERSION}")
+    return wire.decode(Triage, data)
+
+
+@dataclass(frozen=True)
+class TrialEvent:
+    """One config change tried by triage, on the minimal graph or (verifying it) on the original;
+    empty `inductor_configs` and `aten_fallback` on the original: a determinism run."""
+
+    inductor_configs: dict[str, Any]
+    on: Target
+    verdict: TrialVerdict
+    seconds: float
+    detail: str = ""
+    aten_fallback: list[str] = field(default_factory=list)
+    event: Literal["trial"] = "trial"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
+class TriageEvent:
+    """`aoti-minify triage` wrote triage.json at `path`."""
+
+    path: str
+    triage: Triage
+    event: Literal["triage"] = "triage"
+    v: int = SCHEMA_VERSION
+
+
 LogLevel = Literal["info", "warning"]
 
 
@@ -218,10 +304,18 @@ Event = (
     | CancelledEvent
     | ErrorEvent
     | ReportEvent
+    | TrialEvent
+    | TriageEvent
     | LogEvent
 )
-# After these a run has nothing more to say (a `run` ends with its `failure` event).
-FINAL_EVENTS = (DoneEvent, CancelledEvent, ErrorEvent, FailureEvent, ReportEvent)
+# After these a run has nothing more to say (a `run` ends with its `failure` event), but see `ends`.
+FINAL_EVENTS = (DoneEvent, CancelledEvent, ErrorEvent, FailureEvent, ReportEvent, TriageEvent)
+
+
+def ends(event: Event, command: Command) -> bool:
+    """Whether `event` is the last of a `command` run: a `triage` that minified first goes on after `done`."""
+    return isinstance(event, FINAL_EVENTS) and not (command == "triage" and isinstance(event, DoneEvent))
+
 
 _BY_NAME: dict[str, type] = {
     "begin": BeginEvent,
@@ -233,6 +327,8 @@ _BY_NAME: dict[str, type] = {
     "cancelled": CancelledEvent,
     "error": ErrorEvent,
     "report": ReportEvent,
+    "trial": TrialEvent,
+    "triage": TriageEvent,
     "log": LogEvent,
 }
 

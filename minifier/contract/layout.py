@@ -10,6 +10,7 @@
           checkpoints/<N>.py + <N>.pt2             `minify`: each smaller failing graph
           repro.py + repro.pt2                     `minify`: the last checkpoint
           repro_standalone.py                      `minify`: the same graph as plain PyTorch code
+          triage.json                              `triage`: a verified workaround and the culprit
           report.md                                `report`: a PyTorch bug report of the repro
           aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/, caches/
             events.jsonl                             every run's events, appended (the editor tails it)
@@ -43,6 +44,7 @@ FAILURE_JSON = "failure.json"
 REPRO_PY = "repro.py"
 REPRO_STANDALONE = "repro_standalone.py"  # the graph as plain PyTorch code; report.md prefers it
 REPORT_MD = "report.md"
+TRIAGE_JSON = "triage.json"
 EVENTS_LOG = "events.jsonl"
 CAPTURE_SUFFIX = ".capture"
 MINIFIED = ".minified"  # suffix of the output folder of a launcher not named LAUNCHER
@@ -112,6 +114,10 @@ class DumpLayout:
     @property
     def repro_standalone(self) -> str:
         return os.path.join(self.root, REPRO_STANDALONE)
+
+    @property
+    def triage_json(self) -> str:
+        return os.path.join(self.root, TRIAGE_JSON)
 
     @property
     def report_md(self) -> str:

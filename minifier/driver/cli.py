@@ -162,6 +162,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="wait for the guesses before the general search instead of racing them beside it",
     )
 
+    triage = commands.add_parser(
+        "triage",
+        help="find Inductor configs that make the original compile and match eager (a workaround), and name "
+        "the culprit; minifies first when there is no repro.py; writes triage.json",
+    )
+    common(triage)
+    triage.add_argument("--workers", type=int, default=default_workers(), help="parallel worker processes")
+    triage.add_argument(
+        "--verify", type=int, default=2, metavar="N", help="workarounds to check on the original at most (default 2)"
+    )
+    triage.add_argument(
+        "--runs", type=int, default=2, metavar="N", help="unchanged runs of the original: is it deterministic?"
+    )
+
     warm = commands.add_parser(
         "warm",
         help="start the workers' fork server (torch imported) for this launcher and "
@@ -304,6 +318,8 @@ def _execute(command: Command, session: Session, reporter: Reporter) -> int:
             reporter.result(f"model: {line.file}:{line.line} ({line.node})")
         reporter.result(f"wrote {session.layout.failure_json}")
         return ExitCode.OK
+    if command == "triage":
+        return _triaged(session, reporter)
     done = minify_mod.minify(session, reporter)
     reporter.result(
         f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
@@ -311,6 +327,30 @@ def _execute(command: Command, session: Session, reporter: Reporter) -> int:
     )
     reporter.result(f"standalone: {session.layout.repro_standalone}")
     reporter.result(f"repro: {done.repro}")  # last: scripts read the repro's path from the last line
+    return ExitCode.OK
+
+
+def _triaged(session: Session, reporter: Reporter) -> int:
+    from .triage import triage
+
+    found = triage(session, reporter)
+    culprit = found.culprit
+    reporter.result(f"culprit: {', '.join(culprit.ops) or '?'} ({culprit.phase}; {culprit.subsystem})")
+    if culprit.detail:
+        reporter.result(f"  {culprit.detail}")
+    reporter.result(
+        f"the original failed {found.failures} of {found.runs} unchanged runs"
+        + ("" if found.deterministic else ": not deterministic")
+    )
+    for workaround in found.workarounds:
+        error = "n/a" if workaround.max_abs_error is None else f"{workaround.max_abs_error:.2g}"
+        reporter.result(
+            f"workaround, verified on the original ({workaround.compile_s:.1f} s, max abs error {error}): "
+            f"inductor_configs={workaround.inductor_configs!r}"
+        )
+    if not found.workarounds:
+        reporter.result(f"no workaround among {found.tried} config changes tried")
+    reporter.result(f"triage: {session.layout.triage_json}")  # last: scripts read the path from the last line
     return ExitCode.OK
 
 

@@ -303,9 +303,11 @@ class Checkpointing:
                 )
 
 
-def minify(session: Session, reporter: Reporter) -> DoneEvent:
+def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> DoneEvent:
+    """With `pool`, on those workers (triage goes on with them after), else on a pool of its own."""
     options = session.options
-    pool = session.pool(size=max(1, options.workers))
+    owned = pool is None
+    pool = pool or session.pool(size=max(1, options.workers))
     progress: Progress | None = None
     try:
         graph = pool.call(p.DescribeRequest()).graph
@@ -353,7 +355,8 @@ def minify(session: Session, reporter: Reporter) -> DoneEvent:
         cancel(session, progress, reporter)
         raise
     finally:
-        pool.close()
+        if owned:
+            pool.close()
         clean_scratch(session.layout)
 
 

@@ -7,7 +7,7 @@ only these messages travel on the pipes. Torch-free so the driver never imports 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ..contract import wire
 from ..contract.events import SourceLine
@@ -93,7 +93,14 @@ class QueryRequest:
     node an output and compare each with the eager fp64 reference (Outcome.diverged).
     `own_cache`: compile in an Inductor cache of its own, removed after. The same graph compiling in
     another worker generates the same wrapper code, and Inductor holds a lock named for that code's hash
-    around the package's C++ compile: in the shared cache the two compiles would run one after the other."""
+    around the package's C++ compile: in the shared cache the two compiles would run one after the other.
+
+    Triage (minifier.driver.triage) asks more of one compile: `program`, a saved exported program (repro.pt2)
+    instead of the launcher's; `configs`, Inductor configs over the launcher's (a workaround tried, as
+    `aoti_compile_and_package(..., inductor_configs=configs)` would pass them); `compare`, check the
+    compiled outputs against eager at the launcher's tolerance (the accuracy check) and report the largest
+    difference; `aten_fallback`, ops (`aten.relu.default`) whose Inductor lowering is left to the ATen kernel
+    (the culprit's subsystem); `record_passes`, name the graph passes the compile applied."""
 
     key: str
     kept: list[str] = field(default_factory=list)
@@ -104,7 +111,19 @@ class QueryRequest:
     provenance: bool = False
     probe: bool = False
     own_cache: bool = False
+    program: str | None = None
+    configs: dict[str, Any] = field(default_factory=dict)
+    compare: bool = False
+    aten_fallback: list[str] = field(default_factory=list)
+    record_passes: bool = False
     type: Literal["query"] = "query"
+
+
+@dataclass(frozen=True)
+class ConfigsRequest:
+    """Inductor's configs as this worker compiles with them (the torch in use, the launcher's settings)."""
+
+    type: Literal["configs"] = "configs"
 
 
 @dataclass(frozen=True)
@@ -123,7 +142,9 @@ def code_beside(pt2: str) -> str:
     return pt2 + ".code.py"
 
 
-Request = InitRequest | DescribeRequest | ValuesRequest | WarmRequest | QueryRequest | StandaloneRequest
+Request = (
+    InitRequest | DescribeRequest | ValuesRequest | WarmRequest | QueryRequest | StandaloneRequest | ConfigsRequest
+)
 
 
 @dataclass(frozen=True)
@@ -182,6 +203,8 @@ class Outcome:
     pt2: str | None = None
     poisoned: bool = False
     diverged: list[str] = field(default_factory=list)  # a probe's nodes off the reference, in graph order
+    max_abs_error: float | None = None  # with `compare`: the largest difference from eager over all outputs
+    passes: list[str] = field(default_factory=list)  # with `record_passes`: the passes applied, in order
     type: Literal["outcome"] = "outcome"
 
 
@@ -195,6 +218,14 @@ class StandaloneCode:
 
 
 @dataclass(frozen=True)
+class Configs:
+    """Each config's value (JSON scalars and lists; configs holding objects are left out)."""
+
+    values: dict[str, Any]
+    type: Literal["configs"] = "configs"
+
+
+@dataclass(frozen=True)
 class WorkerFailed:
     """The worker cannot serve at all (bad program file, no compiler...); it exits after this."""
 
@@ -203,15 +234,16 @@ class WorkerFailed:
     type: Literal["failed"] = "failed"
 
 
-Reply = Ready | Described | ValuesStored | Warmed | Outcome | StandaloneCode | WorkerFailed
+Reply = Ready | Described | ValuesStored | Warmed | Outcome | StandaloneCode | Configs | WorkerFailed
 # The replies that answer one request; the pool handles the others (Ready, Warmed, WorkerFailed) itself.
-Answer = Described | ValuesStored | Outcome | StandaloneCode
+Answer = Described | ValuesStored | Outcome | StandaloneCode | Configs
 # What a pool's `call` (one request, one reply) gets for each request it may send.
 CALL_ANSWERS: dict[type, type] = {
     DescribeRequest: Described,
     ValuesRequest: ValuesStored,
     StandaloneRequest: StandaloneCode,
     QueryRequest: Outcome,
+    ConfigsRequest: Configs,
 }
 
 _REQUESTS = {
@@ -221,6 +253,7 @@ _REQUESTS = {
     "warm": WarmRequest,
     "query": QueryRequest,
     "standalone": StandaloneRequest,
+    "configs": ConfigsRequest,
 }
 _REPLIES = {
     "ready": Ready,
@@ -229,6 +262,7 @@ _REPLIES = {
     "warmed": Warmed,
     "outcome": Outcome,
     "standalone_code": StandaloneCode,
+    "configs": Configs,
     "failed": WorkerFailed,
 }
 

@@ -259,9 +259,11 @@ class Pool:
     def call(self, request: p.StandaloneRequest, timeout: float | None = None) -> p.StandaloneCode: ...
     @overload
     def call(self, request: p.QueryRequest, timeout: float | None = None) -> p.Outcome: ...
+    @overload
+    def call(self, request: p.ConfigsRequest, timeout: float | None = None) -> p.Configs: ...
     def call(
         self,
-        request: p.DescribeRequest | p.ValuesRequest | p.StandaloneRequest | p.QueryRequest,
+        request: p.DescribeRequest | p.ValuesRequest | p.StandaloneRequest | p.QueryRequest | p.ConfigsRequest,
         timeout: float | None = None,
     ) -> p.Answer:
         """Send one request to the first ready worker and wait for its reply, `timeout`

@@ -37,7 +37,7 @@ from ..exchange.worklog import (
     provenance_mark,
     sampling_stacks,
 )
-from . import cpu_isa
+from . import cpu_isa, switches
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -88,6 +88,8 @@ class Worker:
             return self.warm()
         if isinstance(request, p.StandaloneRequest):
             return self.standalone(request)
+        if isinstance(request, p.ConfigsRequest):
+            return p.Configs(values=switches.config_values())
         return self.query(request)
 
     def start(self, request: p.InitRequest) -> p.Reply:
@@ -165,8 +167,8 @@ class Worker:
             return self.probe(request, start)
         self.phase = "export"
         try:
-            if request.original:
-                ep = self.ep
+            if request.original or request.program:
+                ep = _load_program(request.program) if request.program else self.ep
                 args, kwargs = ep.example_inputs or ((), {})
                 eager = ep.module()
             elif request.script:
@@ -189,10 +191,19 @@ class Worker:
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
         saved = self._save(ep, request.save_pt2, code)
         own_cache = os.path.join(self.init.work_dir, CACHES, request.key) if request.own_cache else None
+        passes: list[str] | None = [] if request.record_passes else None
+        max_abs_error = None
         try:
-            with recording_provenance() if request.provenance else contextlib.nullcontext(), inductor_cache(own_cache):
-                compiled = self._compile(ep, package)
-            self._run(compiled, eager, args, kwargs)
+            with (
+                recording_provenance() if request.provenance else contextlib.nullcontext(),
+                inductor_cache(own_cache),
+                switches.switched(request.aten_fallback, passes),
+            ):
+                compiled = self._compile(ep, package, request.configs)
+            if request.compare:
+                max_abs_error = self._compare(compiled, eager, args)
+            else:
+                self._run(compiled, eager, args, kwargs)
         except Exception as e:
             if disk_full(e):  # not a verdict on the candidate: nothing more can be compiled here
                 raise
@@ -208,6 +219,7 @@ class Worker:
                 code=code,
                 pt2=saved,
                 poisoned=poisoned,
+                passes=passes or [],
             )
         finally:
             _remove(package)
@@ -215,7 +227,14 @@ class Worker:
         if saved:
             _remove(saved)  # only failing candidates become checkpoints
             _remove(p.code_beside(saved))
-        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, code=code)
+        return p.Outcome(
+            key=request.key,
+            status="passed",
+            seconds=time.monotonic() - start,
+            code=code,
+            max_abs_error=max_abs_error,
+            passes=passes or [],
+        )
 
     def standalone(self, request: p.StandaloneRequest) -> p.Reply:
         from ..program.standalone import NotRebuildable, standalone_code
@@ -280,10 +299,10 @@ class Worker:
         ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=strict)
         return ep, tuple(inputs), gm
 
-    def _compile(self, ep, package: str):
+    def _compile(self, ep, package: str, configs: dict[str, object] | None = None):
         import torch
 
-        patches = dict(self.init.launcher.config_patches)
+        patches = {**self.init.launcher.config_patches, **(configs or {})}
         with torch.no_grad():
             self._enter("compile", package)
             with marking_compile_times():
@@ -305,6 +324,16 @@ class Worker:
                 compiled(*args, **kwargs)
             if torch.cuda.is_available() and torch.cuda.is_initialized():
                 torch.cuda.synchronize()
+
+    def _compare(self, compiled, eager, args) -> float:
+        """Run it, check it as the accuracy check does (AccuracyError when off), and return the largest
+        difference from eager over the outputs."""
+        import torch
+
+        with torch.no_grad():
+            self._enter("run", "compared with eager")
+            _check_accuracy(eager, compiled, args, self.init.accuracy or "accuracy")
+            return _max_abs_error(eager(*args), compiled(*args))
 
     def _enter(self, step: Phase, detail: str) -> None:
         self.phase = step
@@ -565,6 +594,17 @@ def _check_accuracy(eager, compiled, args, mode: str) -> None:
     loose = mode == "accuracy"
     if not same_two_models(eager, compiled, list(args), only_fwd=True, require_fp64=loose, ignore_non_fp=loose):
         raise AccuracyError("Bad accuracy detected")
+
+
+def _max_abs_error(expected, actual) -> float:
+    import torch
+    import torch.utils._pytree as pytree
+
+    worst = 0.0
+    for a, b in zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual)):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and a.is_floating_point():
+            worst = max(worst, float((a.detach().double() - b.detach().double().to(a.device)).abs().max()))
+    return worst
 
 
 def _apply_config(launcher) -> list[str]:

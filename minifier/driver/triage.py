@@ -1,0 +1,276 @@
+"""`aoti-minify triage`: after the minimal repro, what the person whose model fails needs next: a workaround
+verified on their own model, and the culprit inside Inductor named.
+
+On the minimal graph (minified first when there is no repro.py yet) one compile names the failure's phase and
+the graph passes it applied; then every config change that fits (workarounds.py) is tried there, in parallel on
+the pool, and each that fixes it is checked on the original: compiled, loaded, run and compared with eager at
+the launcher's tolerance. Beside them the minimal graph's ops are compiled with their lowering left to ATen
+(CompilerBisector's switch, minifier.processes.switches) to name the op whose lowering fails, and the original
+is run again, unchanged, to tell a deterministic failure from a flaky one. The result is triage.json beside
+repro.py and a `triage` event.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass
+
+from ..contract import wire
+from ..contract.artifacts import read_repro_graph, repro_stopped, write_text
+from ..contract.events import Culprit, Rejected, Triage, TriageEvent, TrialEvent, TrialVerdict, Verdict, Workaround
+from ..contract.signature import Signature
+from ..exchange import worker_protocol as p
+from ..processes.pool import Pool, Result
+from .minify import DoesNotFail, minify
+from .reporter import Reporter
+from .session import Session
+from .verdicts import classify, one_line, result_signature
+from .workarounds import NO_CHANGE, Answer, Change, Trial, WorkaroundSearch, candidates
+
+_OP = re.compile(r"torch\.ops\.([\w]+\.[\w]+\.[\w]+)\(")
+_FRAME = re.compile(r'File "([^"]+)", line \d+')
+# Where in torch a failure's innermost frame lies says the phase it failed in (the innermost match wins).
+_PHASES = (
+    ("/torch/export/", "export"),
+    ("/_inductor/fx_passes/", "graph pass"),
+    ("/_inductor/pattern_matcher.py", "graph pass"),
+    ("/_inductor/lowering.py", "lowering"),
+    ("/_inductor/graph.py", "lowering"),
+    ("/_inductor/ir.py", "lowering"),
+    ("/_inductor/scheduler.py", "scheduling"),
+    ("/_inductor/codegen/", "codegen"),
+    ("/_inductor/codecache.py", "C++ compile"),
+    ("/_inductor/cpp_builder.py", "C++ compile"),
+    ("/_inductor/package/", "load"),
+)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """A query of triage's own: the original run unchanged (`run` its number), or a culprit probe."""
+
+    trial: Trial | None = None
+    run: int = 0
+
+
+def triage(session: Session, reporter: Reporter) -> Triage:
+    started = time.monotonic()
+    pool = session.pool(size=max(1, session.options.workers))
+    try:
+        if not _minimal_repro(session):
+            reporter.say("no minimal repro yet: minifying first")
+            minify(session, reporter, pool)
+        found = Triaging(session, pool, reporter).run()
+    finally:
+        pool.close()
+    result = Triage(**{**found, "seconds": round(time.monotonic() - started, 2)})
+    write_text(session.layout.triage_json, wire.dumps(result) + "\n")
+    reporter.emit(TriageEvent(path=session.layout.triage_json, triage=result))
+    return result
+
+
+def _minimal_repro(session: Session) -> bool:
+    repro = session.layout.repro_py
+    return os.path.exists(repro) and os.path.exists(session.layout.repro_pt2) and not repro_stopped(repro)
+
+
+def minimal_ops(repro: str) -> list[str]:
+    """The ops of the minimal graph, in order, from the graph written at the top of repro.py."""
+    return list(dict.fromkeys(_OP.findall(read_repro_graph(repro) or "")))
+
+
+def phase_of(result: Result, signature: Signature) -> str:
+    """The step of Inductor the failure happened in, from its innermost frame inside torch."""
+    if signature.kind == "accuracy":
+        return "accuracy"
+    if signature.kind in ("crash", "timeout"):
+        return "run"
+    if signature.exc_type == "CppCompileError":
+        return "C++ compile"
+    text = result.outcome.text if result.outcome else ""
+    for path in reversed(_FRAME.findall(text)):
+        for marker, phase in _PHASES:
+            if marker in path:
+                return phase
+    return "compile" if signature.kind == "compile_error" else "run"
+
+
+class Triaging:
+    """One triage over the pool: every query goes out at once, answers are taken as they come."""
+
+    def __init__(self, session: Session, pool: Pool, reporter: Reporter) -> None:
+        self.session = session
+        self.pool = pool
+        self.reporter = reporter
+        self.layout = session.layout
+        self.ops = minimal_ops(self.layout.repro_py)
+        self.queries: dict[str, Probe] = {}
+        self.answers: dict[Trial, Answer] = {}
+        self.target: Signature | None = None
+        self.runs: list[Verdict] = []
+
+    def run(self) -> dict:
+        graph = self.pool.call(p.DescribeRequest()).graph
+        values = self.pool.call(p.ConfigsRequest()).values
+        baseline = self.baseline()
+        self.target, _ = result_signature(baseline)
+        if self.target is None or self.verdict(baseline) != "fails":
+            raise DoesNotFail(f"the minimal repro does not fail here: {one_line(baseline) or 'it ran'}")
+        phase = phase_of(baseline, self.target)
+        passes = baseline.outcome.passes if baseline.outcome else []
+        changes = candidates(values, graph.device, self.target.kind, passes)
+        self.reporter.say(
+            f"triage: {self.target.describe()} ({phase}); trying {len(changes)} config changes on the minimal graph"
+        )
+        search = WorkaroundSearch(changes, self.session.options.verify)
+        lowering = Change(aten_fallback=tuple(self.ops), family="lowering")
+        self.start(search.opening() + ([Trial(lowering, "minimal")] if self.ops else []))
+        while not search.finished or self.pool.in_flight():
+            for result in self.pool.wait():
+                self.take(result, search, lowering)
+        found = search.result()
+        return dict(
+            signature=self.target,
+            workarounds=[_workaround(c, a) for c, a in found.verified],
+            tried=found.tried,
+            culprit=self.culprit(phase),
+            deterministic=bool(self.runs) and all(v == "fails" for v in self.runs),
+            runs=len(self.runs),
+            failures=sum(v == "fails" for v in self.runs),
+            repro=self.layout.repro_py,
+            rejected=[Rejected(c.inductor_configs, a.detail or a.verdict) for c, a in found.rejected],
+            torch_version=graph.torch_version,
+        )
+
+    def baseline(self) -> Result:
+        """The minimal graph as it is, naming the passes its compile applies, with the original's unchanged
+        runs beside it on the other workers."""
+        for run in range(1, self.session.options.runs + 1):
+            self.submit(p.QueryRequest(key=f"triage-run-{run}", original=True), Probe(run=run))
+        key = "triage-minimal"
+        self.pool.submit(self._minimal_query(key, NO_CHANGE, record_passes=True))
+        while True:
+            for result in self.pool.wait():
+                if result.query.key == key:
+                    return result
+                self.take_run(result)
+
+    def take(self, result: Result, search: WorkaroundSearch, lowering: Change) -> None:
+        probe = self.queries.pop(result.query.key, None)
+        if probe is None:
+            return
+        if probe.trial is None:
+            self.take_run(result, probe)
+            return
+        trial = probe.trial
+        answer = self.answer(trial, result)
+        self.answers[trial] = answer
+        if trial.change.aten_fallback:
+            if trial.change == lowering and answer.verdict == "fixes" and len(self.ops) > 1:
+                self.start([Trial(Change(aten_fallback=(op,), family="lowering"), "minimal") for op in self.ops])
+            return
+        self.start(search.answer(trial, answer))
+
+    def take_run(self, result: Result, probe: Probe | None = None) -> None:
+        probe = probe or self.queries.pop(result.query.key, None)
+        if probe is None:
+            return
+        verdict = self.verdict(result)
+        self.runs.append(verdict)
+        self.emit(TrialEvent({}, "original", verdict, round(result.seconds, 2), one_line(result)))
+
+    def answer(self, trial: Trial, result: Result) -> Answer:
+        verdict = self.verdict(result)
+        says: TrialVerdict = "fixes" if verdict == "passes" else verdict
+        outcome = result.outcome
+        answer = Answer(
+            verdict=says,
+            seconds=round(result.seconds, 2),
+            max_abs_error=outcome.max_abs_error if outcome else None,
+            detail=one_line(result),
+        )
+        self.emit(
+            TrialEvent(
+                trial.change.inductor_configs,
+                trial.on,
+                says,
+                answer.seconds,
+                answer.detail,
+                list(trial.change.aten_fallback),
+            )
+        )
+        return answer
+
+    def verdict(self, result: Result) -> Verdict:
+        return classify(result, self.target, self.session.check_str)
+
+    def start(self, trials: list[Trial]) -> None:
+        for trial in trials:
+            key = f"triage-{len(self.queries) + len(self.answers) + len(self.runs)}-{trial.on}"
+            if trial.on == "minimal":
+                query = self._minimal_query(key, trial.change)
+            else:
+                query = p.QueryRequest(key=key, original=True, configs=trial.change.inductor_configs, compare=True)
+            self.submit(query, Probe(trial=trial))
+
+    def submit(self, query: p.QueryRequest, probe: Probe) -> None:
+        self.queries[query.key] = probe
+        self.pool.submit(query)
+
+    def _minimal_query(self, key: str, change: Change, record_passes: bool = False) -> p.QueryRequest:
+        return p.QueryRequest(
+            key=key,
+            program=self.layout.repro_pt2,
+            configs=change.inductor_configs,
+            aten_fallback=list(change.aten_fallback),
+            record_passes=record_passes,
+        )
+
+    def culprit(self, phase: str) -> Culprit:
+        """The subsystem, most specific first: a graph pass whose disabling fixes the minimal graph, the one op
+        whose lowering left to ATen does, the narrowest config that does, the ops any one of which left to ATen
+        does (they fail as one fused kernel), all its ops left to ATen together."""
+        fixing = [t.change for t, a in self.answers.items() if t.on == "minimal" and a.verdict == "fixes"]
+        singles = [c.aten_fallback[0] for c in fixing if len(c.aten_fallback) == 1]
+        by_pass = [c.configs[0][1].split(",")[-1] for c in fixing if c.family == "graph pass"]
+        by_config = sorted((c for c in fixing if c.configs), key=lambda c: c.breadth)
+        notes = []
+        if by_pass:
+            subsystem = f"graph pass {by_pass[0]}"
+        elif len(singles) == 1:
+            subsystem = f"lowering of {singles[0]}"
+        elif by_config:
+            subsystem = f"{by_config[0].family} ({by_config[0].describe()} avoids it)"
+        elif singles:
+            subsystem = "the kernel fusing " + ", ".join(singles)
+        elif fixing:
+            subsystem = "lowering of " + ", ".join(self.ops) + " (together)"
+        else:
+            subsystem = "unknown"
+        if len(singles) > 1:
+            notes.append(f"any one of {', '.join(singles)} left to ATen avoids it: they fail as one fused kernel")
+        elif singles:
+            notes.append(f"with {singles[0]} left to ATen (not lowered) the minimal graph compiles and runs")
+        if by_config:
+            notes.append("avoided by " + "; ".join(c.describe() for c in by_config[:3]))
+        if not fixing:
+            notes.append("no switch tried makes the minimal graph pass")
+        return Culprit(ops=self.ops, phase=phase, subsystem=subsystem, detail="; ".join(notes))
+
+    def emit(self, event: TrialEvent) -> None:
+        self.reporter.emit(event)
+        where = "original" if event.on == "original" else "minimal graph"
+        what = ", ".join(f"{k}={v!r}" for k, v in event.inductor_configs.items())
+        what = what or ("lowering left to ATen: " + ", ".join(event.aten_fallback) if event.aten_fallback else "as is")
+        self.reporter.say(f"triage | {where}, {what}: {event.verdict} ({event.seconds:.1f} s)")
+
+
+def _workaround(change: Change, answer: Answer) -> Workaround:
+    return Workaround(
+        inductor_configs=change.inductor_configs,
+        family=change.family,
+        compile_s=answer.seconds,
+        max_abs_error=answer.max_abs_error,
+    )
