@@ -77,9 +77,9 @@ def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def aoti_minify(*args: str, timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:
-    """`aoti-minify ARGS`, run and minify with KEEP_WARM unless ARGS say how long to keep warm (the tests of a
+    """`aoti-minify ARGS`, run, minify and triage with KEEP_WARM unless ARGS say how long to keep warm (the tests of a
     cold start or of the fork server's own life start their drivers themselves)."""
-    keep_warm = KEEP_WARM if args[:1] in (("run",), ("minify",)) and "--keep-warm" not in args else ()
+    keep_warm = KEEP_WARM if args[:1] in (("run",), ("minify",), ("triage",)) and "--keep-warm" not in args else ()
     return subprocess.run(
         [sys.executable, "-m", "minifier", *args, *keep_warm],
         capture_output=True,

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..contract.artifacts import read_repro_graph, rebuilt_standalone
-from ..contract.events import DoneEvent, EventsTail, Failure, last_run, load_failure
+from ..contract.events import DoneEvent, EventsTail, Failure, Triage, last_run, load_failure, load_triage
 from ..contract.launcher import LauncherSpec, read_launcher
 from ..contract.layout import DEBUG_DIR, DumpLayout
 from ..contract.procs import PACKAGE_PARENT, with_this_package
@@ -199,12 +199,49 @@ def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env:
     name = os.path.basename(repro)
     note = " (loads `repro.pt2` beside it: attach that file too)" if repro == layout.repro_py else ""
     repro_part = [f"Repro, `{name}`{note}: run `python {name}`.", "", _fence(repro_text, "python"), ""]
-    after = ["Config:", "", *_config(spec, env), "### Versions", "", *_versions(env, failure)]
+    after = [*triage_sections(_triage(layout)), "Config:", "", *_config(spec, env)]
+    after += ["### Versions", "", *_versions(env, failure)]
     folders = machine_folders(spec, layout)
     # the repro as it is: it names no path of this machine, and must run as pasted
     return "\n".join(
         [with_placeholders("\n".join(lines), folders), *repro_part, with_placeholders("\n".join(after), folders)]
     )
+
+
+def _triage(layout: DumpLayout) -> Triage | None:
+    try:
+        return load_triage(layout.triage_json)
+    except (OSError, ValueError):
+        return None
+
+
+def triage_sections(triage: Triage | None) -> list[str]:
+    """What `aoti-minify triage` found: the culprit, and each verified workaround as the call that ships it."""
+    if triage is None:
+        return []
+    culprit = triage.culprit
+    runs = f"The original failed in {triage.failures} of {triage.runs} unchanged runs" + (
+        "." if triage.deterministic else ": the failure is not deterministic."
+    )
+    lines = ["### Culprit", "", f"Ops of the minimal graph: {', '.join(f'`{op}`' for op in culprit.ops) or '?'}."]
+    lines += [f"Phase: {culprit.phase}. Subsystem: {culprit.subsystem}.", ""]
+    lines += [f"{culprit.detail[:1].upper()}{culprit.detail[1:]}.", ""] if culprit.detail else []
+    lines += [runs, "", "### Workaround", ""]
+    if not triage.workarounds:
+        return [*lines, f"None found among {triage.tried} Inductor config changes tried (aoti-lens triage).", ""]
+    for workaround in triage.workarounds:
+        error = "" if workaround.max_abs_error is None else f", max abs error {workaround.max_abs_error:.2g} vs eager"
+        lines += [
+            f"Verified on the original model by aoti-lens triage ({workaround.family}: compiles, runs and matches "
+            f"eager{error}):",
+            "",
+            _fence(
+                f"torch._inductor.aoti_compile_and_package(ep, inductor_configs={workaround.inductor_configs!r})",
+                "python",
+            ),
+            "",
+        ]
+    return lines
 
 
 def write_report(launcher: str, output: str | None = None, versions: bool = True) -> Report:

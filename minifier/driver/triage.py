@@ -12,6 +12,7 @@ repro.py and a `triage` event.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import time
@@ -107,6 +108,8 @@ class Triaging:
         self.layout = session.layout
         self.ops = minimal_ops(self.layout.repro_py)
         self.queries: dict[str, Probe] = {}
+        self.keys: dict[Trial, str] = {}
+        self.numbers = itertools.count(1)
         self.answers: dict[Trial, Answer] = {}
         self.target: Signature | None = None
         self.runs: list[Verdict] = []
@@ -126,10 +129,13 @@ class Triaging:
         )
         search = WorkaroundSearch(changes, self.session.options.verify)
         lowering = Change(aten_fallback=tuple(self.ops), family="lowering")
-        self.start(search.opening() + ([Trial(lowering, "minimal")] if self.ops else []))
+        self.start(([Trial(lowering, "minimal")] if self.ops else []) + search.opening())
+        self.rerun_original()
         while not search.finished or self.pool.in_flight():
             for result in self.pool.wait():
                 self.take(result, search, lowering)
+            for trial in search.needless():
+                self.pool.cancel(self.keys.pop(trial))
         found = search.result()
         return dict(
             signature=self.target,
@@ -145,26 +151,28 @@ class Triaging:
         )
 
     def baseline(self) -> Result:
-        """The minimal graph as it is, naming the passes its compile applies, with the original's unchanged
-        runs beside it on the other workers."""
-        for run in range(1, self.session.options.runs + 1):
-            self.submit(p.QueryRequest(key=f"triage-run-{run}", original=True), Probe(run=run))
+        """The minimal graph as it is, naming the passes its compile applies."""
         key = "triage-minimal"
         self.pool.submit(self._minimal_query(key, NO_CHANGE, record_passes=True))
         while True:
             for result in self.pool.wait():
                 if result.query.key == key:
                     return result
-                self.take_run(result)
+
+    def rerun_original(self) -> None:
+        """The original's unchanged runs, behind the minimal graph's trials."""
+        for run in range(1, self.session.options.runs + 1):
+            self.submit(p.QueryRequest(key=f"triage-run-{run}", original=True), Probe(run=run), background=True)
 
     def take(self, result: Result, search: WorkaroundSearch, lowering: Change) -> None:
         probe = self.queries.pop(result.query.key, None)
         if probe is None:
             return
         if probe.trial is None:
-            self.take_run(result, probe)
+            self.take_run(result)
             return
         trial = probe.trial
+        self.keys.pop(trial, None)
         answer = self.answer(trial, result)
         self.answers[trial] = answer
         if trial.change.aten_fallback:
@@ -173,10 +181,7 @@ class Triaging:
             return
         self.start(search.answer(trial, answer))
 
-    def take_run(self, result: Result, probe: Probe | None = None) -> None:
-        probe = probe or self.queries.pop(result.query.key, None)
-        if probe is None:
-            return
+    def take_run(self, result: Result) -> None:
         verdict = self.verdict(result)
         self.runs.append(verdict)
         self.emit(TrialEvent({}, "original", verdict, round(result.seconds, 2), one_line(result)))
@@ -208,16 +213,17 @@ class Triaging:
 
     def start(self, trials: list[Trial]) -> None:
         for trial in trials:
-            key = f"triage-{len(self.queries) + len(self.answers) + len(self.runs)}-{trial.on}"
-            if trial.on == "minimal":
-                query = self._minimal_query(key, trial.change)
+            key = f"triage-{next(self.numbers)}-{trial.on}"
+            self.keys[trial] = key
+            if trial.on == "minimal":  # in the background: a check on the original goes first, it may end the search
+                self.submit(self._minimal_query(key, trial.change), Probe(trial=trial), background=True)
             else:
                 query = p.QueryRequest(key=key, original=True, configs=trial.change.inductor_configs, compare=True)
-            self.submit(query, Probe(trial=trial))
+                self.submit(query, Probe(trial=trial))
 
-    def submit(self, query: p.QueryRequest, probe: Probe) -> None:
+    def submit(self, query: p.QueryRequest, probe: Probe, background: bool = False) -> None:
         self.queries[query.key] = probe
-        self.pool.submit(query)
+        self.pool.submit(query, background)
 
     def _minimal_query(self, key: str, change: Change, record_passes: bool = False) -> p.QueryRequest:
         return p.QueryRequest(

@@ -66,13 +66,48 @@ CATALOG: tuple[Toggle, ...] = (
     Toggle("fallback_by_default", True, "ATen fallback", EVERYTHING),
 )
 
-# Which families fit a failure of each kind first: ties of breadth go to the family that fits.
-_FIT: dict[str, tuple[str, ...]] = {
-    "accuracy": ("accuracy", "C++ vectorization", "Triton reductions", "reductions", "layout"),
-    "compile_error": ("graph pass", "loop order", "fusion", "C++ vectorization", "C++ codegen", "Triton reductions"),
-    "runtime_error": ("graph pass", "buffer reuse", "scatter", "layout", "fusion", "C++ codegen"),
-    "crash": ("graph pass", "buffer reuse", "scatter", "layout", "Triton autotuning", "fusion"),
+# The families worth trying for a failure of each kind, the most likely first (ties of breadth go to it); the
+# others are not tried: on CPU a minimal graph's compile that fails in g++ costs seconds, and a random-number or
+# padding switch does not change the C++ a codegen bug writes. Inductor with every op left to ATen always is.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "compile_error": (
+        "graph pass",
+        "loop order",
+        "fusion",
+        "C++ vectorization",
+        "C++ codegen",
+        "Triton reductions",
+        "Triton autotuning",
+        "reductions",
+        "scatter",
+        "graph passes",
+    ),
+    "runtime_error": (
+        "graph pass",
+        "buffer reuse",
+        "scatter",
+        "layout",
+        "fusion",
+        "loop order",
+        "C++ codegen",
+        "Triton reductions",
+        "Triton autotuning",
+        "graph passes",
+    ),
+    "accuracy": (
+        "accuracy",
+        "C++ vectorization",
+        "Triton reductions",
+        "reductions",
+        "fusion",
+        "loop order",
+        "layout",
+        "graph pass",
+        "graph passes",
+    ),
 }
+FAMILIES["crash"] = FAMILIES["timeout"] = FAMILIES["runtime_error"]
+ALWAYS = "ATen fallback"
 
 
 @dataclass(frozen=True)
@@ -104,16 +139,17 @@ NO_CHANGE = Change()
 
 def candidates(values: Mapping[str, Any], device: str, kind: Kind, passes: Sequence[str] = ()) -> list[Change]:
     """The changes worth trying on this torch for a failure of `kind` on `device`, narrowest first: each
-    catalog switch that this torch has and that is not already set so, and, where the failing compile
-    applied graph passes, all of them disabled at once (then each alone, should that fix it)."""
+    catalog switch of a family that fits, that this torch has and that is not already set so, and, where the
+    failing compile applied graph passes, all of them disabled at once (then each alone, should that fix it)."""
     backend = "cuda" if device.startswith("cuda") else "cpu"
+    fits = (*FAMILIES.get(kind, ()), ALWAYS)
     found = [
         Change(((t.name, t.value),), t.family, t.breadth)
         for t in CATALOG
-        if t.name in values and values[t.name] != t.value and t.device in (None, backend)
+        if t.family in fits and t.name in values and values[t.name] != t.value and t.device in (None, backend)
     ]
     named = [name for name in dict.fromkeys(passes) if name]
-    if named and "disabled_passes" in values:
+    if named and "disabled_passes" in values and "graph passes" in fits:
         singles = tuple(
             Change((("disabled_passes", _merged(values["disabled_passes"], [name])),), "graph pass", NARROW)
             for name in named
@@ -124,7 +160,7 @@ def candidates(values: Mapping[str, Any], device: str, kind: Kind, passes: Seque
 
 
 def rank(changes: Sequence[Change], kind: Kind) -> list[Change]:
-    fit = _FIT.get(kind, ())
+    fit = FAMILIES.get(kind, ())
 
     def order(change: Change) -> tuple[int, int]:
         return change.breadth, fit.index(change.family) if change.family in fit else len(fit)
@@ -191,6 +227,15 @@ class WorkaroundSearch:
         else:
             self.found.rejected.append((trial.change, answer))
         return started + self._verify_next()
+
+    def needless(self) -> list[Trial]:
+        """Once `verify` workarounds are verified, the minimal-graph trials still running: they run in rank
+        order, so none of them is narrower than what was found. They are dropped, and not counted as tried."""
+        if len(self.found.verified) < self.verify:
+            return []
+        dropped = [t for t in self.in_flight if t.on == "minimal"]
+        self.in_flight.difference_update(dropped)
+        return dropped
 
     @property
     def finished(self) -> bool:

@@ -1,0 +1,72 @@
+"""`aoti-minify triage` on real failures, real AOTI compiles on CPU (g++): a real Inductor bug a config avoids
+(the workaround verified on the original), Inductor's injected relu bug (its lowering named), and a real bug no
+config avoids (no false claim)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from conftest import aoti_minify, events_of
+
+from minifier.contract.events import TriageEvent, TrialEvent, load_triage
+
+pytestmark = pytest.mark.compile
+
+
+def triaged(launcher: str, *extra: str) -> tuple[list, TriageEvent]:
+    proc = aoti_minify("triage", launcher, "--events", "--workers", "2", *extra)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    events = events_of(proc)
+    assert isinstance(events[-1], TriageEvent), events[-1]
+    assert load_triage(events[-1].path) == events[-1].triage  # triage.json says what the event said
+    return events, events[-1]
+
+
+def verified(events: list, configs: dict) -> bool:
+    return any(
+        isinstance(e, TrialEvent) and e.on == "original" and e.inductor_configs == configs and e.verdict == "fixes"
+        for e in events
+    )
+
+
+def test_a_real_inductor_bug_gets_a_workaround_verified_on_the_original(dumps, tmp_path):
+    """torch 2.13's CPU codegen KeyError on an index_put-built mask fused into softmax (#188228, #196570):
+    minified first (no repro.py yet), then config changes tried on the minimal graph; what is listed made
+    the original compile, run and match eager."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-index_put_mask-keyerror")
+    events, done = triaged(launcher)
+    triage = done.triage
+    assert triage.signature.exc_type == "KeyError"
+    assert os.path.dirname(triage.repro) == os.path.dirname(done.path)
+    assert triage.workarounds, triage
+    for workaround in triage.workarounds:
+        assert workaround.verified_on == "original" and verified(events, workaround.inductor_configs)
+        assert workaround.max_abs_error is not None and workaround.max_abs_error < 1e-4
+    assert "aten.index_put_.default" in triage.culprit.ops and triage.culprit.phase == "codegen"
+    assert triage.deterministic and triage.runs == triage.failures == 2
+    # report.md ships the workaround as the exact call
+    proc = aoti_minify("report", launcher, "--no-versions")
+    assert proc.returncode == 0, proc.stderr
+    report = open(os.path.join(os.path.dirname(done.path), "report.md")).read()
+    first = triage.workarounds[0].inductor_configs
+    assert f"aoti_compile_and_package(ep, inductor_configs={first!r})" in report and "### Culprit" in report
+
+
+def test_the_injected_relu_bug_names_relus_lowering(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), model="seed", bug="compile_error")
+    events, done = triaged(launcher, "--runs", "1", "--verify", "1")
+    culprit = done.triage.culprit
+    assert culprit.ops == ["aten.relu.default"]
+    assert (culprit.phase, culprit.subsystem) == ("C++ compile", "lowering of aten.relu.default")
+    for workaround in done.triage.workarounds:  # whatever is listed, the original passed with it
+        assert verified(events, workaround.inductor_configs)
+
+
+def test_a_bug_no_config_avoids_is_reported_as_none_found(dumps, tmp_path):
+    """A complex tensor minus a complex Python scalar: an AssertionError in Inductor no switch avoids."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-complex_scalar-assertion")
+    events, done = triaged(launcher, "--runs", "1")
+    assert done.triage.workarounds == [] and done.triage.tried > 10
+    assert not any(isinstance(e, TrialEvent) and e.verdict == "fixes" for e in events)
+    assert done.triage.culprit.subsystem == "unknown"
