@@ -27,12 +27,14 @@ from .protocol import (
     SHOW_GRAPH,
     SHOW_KERNEL,
     SHOW_SHRINK,
+    TRIAGE,
     UNTRUSTED,
     graph_uri,
     kernel_uri,
     shrink_uri,
 )
 from .shrink import text_curve
+from .workarounds import CODE as WORKAROUND
 
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
@@ -46,10 +48,13 @@ def available(record: FailureRecord, job: Job | None) -> list[tuple[str, str]]:
         actions = [("Show shrinking graph", SHOW_GRAPH), (f"Stop aoti-minify (pid {record.external.pid})", CANCEL)]
     elif job is not None and job.kind == "minify":
         actions = [("Show shrinking graph", SHOW_GRAPH), ("Cancel minification", CANCEL)]
+    elif job is not None and job.kind == "triage":
+        actions = [("Show shrinking graph", SHOW_GRAPH), ("Cancel the workaround search", CANCEL)]
     elif job is not None:
         actions = [("Minify this failure", MINIFY), ("Cancel reproduction", CANCEL)]
     else:
         actions = [("Minify this failure", MINIFY), ("Reproduce failure", REPRODUCE)]
+        actions.append(("Find a workaround", TRIAGE))
         if record.repro:
             actions[:0] = [("Open repro.py", OPEN_REPRO), ("Prepare a PyTorch bug report", REPORT)]
         if record.history:
@@ -69,6 +74,7 @@ class Actions(Feature):
         ls.command(REPRODUCE)(handler(self.reproduce))
         ls.command(CANCEL)(handler(self.cancel))
         ls.command(REPORT)(handler(self.report))
+        ls.command(TRIAGE)(handler(self.triage))
         ls.command(SHOW_SHRINK)(handler(self.show_shrink))
         ls.command(OPEN_REPRO)(handler(self.open_repro))
         ls.command(SHOW_GRAPH)(handler(self.show_graph))
@@ -79,6 +85,8 @@ class Actions(Feature):
         actions: list[types.CodeAction] = []
         seen: set[str] = set()
         for diagnostic in params.context.diagnostics:
+            if diagnostic.code == WORKAROUND:  # on the user's own call: only the edit it offers
+                continue
             failure_id = _failure_id(diagnostic)
             record = ls.failures.get(failure_id) if failure_id and failure_id not in seen else None
             if record is None:
@@ -94,7 +102,7 @@ class Actions(Feature):
                         command=types.Command(title=title, command=command, arguments=[record.id]),
                     )
                 )
-        return actions + capture_actions(ls, params)
+        return actions + ls.workarounds.quick_fixes(params) + capture_actions(ls, params)
 
     async def minify(self, failure_id: str) -> None:
         ls = self.ls
@@ -124,6 +132,21 @@ class Actions(Feature):
             )
             return
         ls.jobs.start(record, "run", user=True)
+
+    async def triage(self, failure_id: str) -> None:
+        """Minify first when there is no repro.py yet, then look for a workaround (`aoti-minify triage`)."""
+        ls = self.ls
+        record = _lookup(ls, failure_id)
+        if record is None or not _allowed(ls, record):
+            return
+        job = ls.jobs.running(record.id)
+        if job is not None and job.kind in ("minify", "triage"):
+            ls.tell(f"{record.id} is being worked on ({job.kind}); find a workaround when it has ended")
+            return
+        if job is not None:  # a reproduction; triage re-checks the failure itself
+            await ls.jobs.stop(record.id, "a workaround search requested")
+        if ls.jobs.running(record.id) is None:
+            ls.jobs.start(record, "triage", user=True)
 
     def cancel(self, failure_id: str) -> None:
         ls = self.ls

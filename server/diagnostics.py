@@ -30,6 +30,8 @@ class Diagnostics(Feature):
 
     def failures_changed(self, records: list[FailureRecord]) -> None:
         current = collect(records)
+        for uri, diagnostic in self.ls.workarounds.diagnostics(records):
+            current.setdefault(uri, []).append(diagnostic)
         for uri in sorted(set(current) | set(self._published)):
             if current.get(uri, []) != self._published.get(uri, []):
                 self.ls.text_document_publish_diagnostics(

@@ -26,7 +26,11 @@ from minifier.contract.events import (
     LogEvent,
     ReportEvent,
     StartEvent,
+    Triage,
+    TriageEvent,
+    TrialEvent,
     load_failure,
+    load_triage,
 )
 from minifier.contract.launcher import BadLauncher, LauncherSpec, read_launcher
 from minifier.contract.layout import DumpLayout, checkpoint_nodes
@@ -50,6 +54,7 @@ class OnDisk:
     checkpoint: str | None  # the smallest whole checkpoint
     checkpoint_graph: str | None
     report: str | None
+    triage: Triage | None = None  # triage.json, when a triage of this repro wrote one
 
     @property
     def checkpoint_nodes(self) -> int | None:
@@ -92,7 +97,15 @@ def read_disk(launcher: str) -> OnDisk | None:
         checkpoint=checkpoint,
         checkpoint_graph=read_repro_graph(checkpoint) if checkpoint else None,
         report=layout.report_md if os.path.isfile(layout.report_md) else None,
+        triage=_triage(layout) if has_repro else None,
     )
+
+
+def _triage(layout: DumpLayout) -> Triage | None:
+    try:
+        return load_triage(layout.triage_json)
+    except (OSError, ValueError):
+        return None
 
 
 def _smallest_checkpoint(folder: str) -> str | None:
@@ -144,6 +157,8 @@ class FailureRecord:
     repro: str | None = None
     report: str | None = None
     external: BeginEvent | None = None  # an aoti-minify this server did not start, working on it now
+    triage: Triage | None = None
+    trials: int = 0  # config changes a running triage has tried
 
     @property
     def layout(self) -> DumpLayout:
@@ -210,6 +225,7 @@ class FailureRecord:
             return
         new_result = (disk.failure, disk.repro) != (self.failure, self.repro) or recovered or self.message is None
         self.failure, self.repro, self.report = disk.failure, disk.repro, disk.report
+        self.triage = disk.triage
         if self.failure is not None:
             self.signature = self.failure.signature
         if (disk.repro or disk.interrupted) and disk.checkpoint_nodes is not None and not self.history:
@@ -238,9 +254,9 @@ class FailureRecord:
             return f"reproduced in {self.failure.seconds:.0f} s"
         return "not reproduced yet"
 
-    def begin(self, state: State, message: str) -> None:
-        self.state, self.message = state, message
-        if state == "minifying":
+    def begin(self, state: State, message: str, keep_graph: bool = False) -> None:
+        self.state, self.message, self.trials = state, message, 0
+        if state == "minifying" and not keep_graph:
             self.history, self.graph, self.queries, self.seconds = [], None, 0, 0.0
             self.nodes_start = self.nodes_now = self.failure.nodes if self.failure else None
 
@@ -289,6 +305,12 @@ class FailureRecord:
             self.message = f"cancelled at {self.progress_line()}" + (
                 "; repro.py holds the best so far" if event.checkpoint else ""
             )
+        elif isinstance(event, TrialEvent):
+            self.trials += 1
+            self.message = f"finding a workaround: {self.trials} compiles"
+        elif isinstance(event, TriageEvent):
+            self.triage, self.state = event.triage, "minimized"
+            self.message = triage_line(event.triage)
         elif isinstance(event, ErrorEvent):
             self.message = event.message
 
@@ -314,6 +336,15 @@ class FailureRecord:
             report=uri_of(self.report) if self.report else None,
             external_pid=self.external.pid if self.external else None,
         )
+
+
+def triage_line(triage: Triage) -> str:
+    if not triage.workarounds:
+        return f"no workaround among {triage.tried} config changes tried; culprit: {triage.culprit.subsystem}"
+    return (
+        f"workaround verified on the original: inductor_configs={triage.workarounds[0].inductor_configs!r}; "
+        f"culprit: {triage.culprit.subsystem}"
+    )
 
 
 def uri_of(path: str) -> str:

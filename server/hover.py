@@ -75,6 +75,17 @@ def describe(record: FailureRecord) -> str:
         link = f"[{os.path.basename(source.file)}:{source.line}]({uri_of(source.file)}#L{source.line})"
         code = f": `{source.code}`" if source.code else ""
         facts.append(f"- **model** {link} ({', '.join(source.nodes)}){code}")
+    if record.triage:
+        culprit = record.triage.culprit
+        facts.append(
+            f"- **culprit** {culprit.subsystem} ({culprit.phase}): {', '.join(f'`{op}`' for op in culprit.ops)}"
+        )
+        for workaround in record.triage.workarounds:
+            facts.append(
+                f"- **workaround** `inductor_configs={workaround.inductor_configs!r}` (verified on the original)"
+            )
+        if not record.triage.workarounds:
+            facts.append(f"- **workaround** none among {record.triage.tried} config changes tried")
     facts.append(f"- **state** {record.state}{f': {record.message}' if record.message else ''}")
     facts.append(f"- **failure** `{record.id}`")
     parts.append("\n".join(facts))

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .protocol import Settings
     from .server import AotiLanguageServer
 
-JobKind = Literal["run", "minify", "report"]
+JobKind = Literal["run", "minify", "report", "triage"]
 
 GRACE_SECONDS = 10.0
 BACKGROUND_SLOTS = 2  # auto-reproduce compiles a whole model; more at once only slows the editor's machine
@@ -41,8 +41,13 @@ EVENT_LINE_LIMIT = 64 << 20  # a failure event carries the graph, kernel source 
 LOGGED_BAD_LINES = 5
 PROGRESS_CREATE_TIMEOUT = 5.0
 
-_TITLES = {"run": "Reproducing", "minify": "Minifying", "report": "Preparing a bug report of"}
-_VERBS = {"run": "reproduce", "minify": "minify", "report": "prepare a bug report of"}
+_TITLES = {
+    "run": "Reproducing",
+    "minify": "Minifying",
+    "report": "Preparing a bug report of",
+    "triage": "Finding a workaround for",
+}
+_VERBS = {"run": "reproduce", "minify": "minify", "report": "prepare a bug report of", "triage": "triage"}
 _EXIT_REASONS: dict[int, str] = {
     ExitCode.OK: "aoti-minify finished without reporting a result",
     ExitCode.DID_NOT_FAIL: "the program does not fail here",
@@ -52,6 +57,14 @@ _EXIT_REASONS: dict[int, str] = {
     ExitCode.INTERNAL: "internal error in aoti-minify",
     ExitCode.BUSY: "another aoti-minify works on this dump",
 }
+
+
+_ENDS_IN = {"run": "reproduced", "minify": "minimized", "triage": "minimized"}
+
+
+def _ended(job: Job, record: FailureRecord) -> bool:
+    """The job's result event came (a triage's `done` of the minify it started first is not its result)."""
+    return record.state == _ENDS_IN[job.kind] and (job.kind != "triage" or record.triage is not None)
 
 
 @dataclass
@@ -99,7 +112,9 @@ class Jobs(Feature):
     def start(self, record: FailureRecord, kind: JobKind, user: bool) -> Job:
         job = self._jobs[record.id] = Job(failure_id=record.id, kind=kind, user=user)
         if kind != "report":  # a report changes nothing of the failure's state
-            record.begin("minifying" if kind == "minify" else "reproducing", "starting" if user else "queued")
+            # a triage of a failure minified already shows its minimal graph while it works; else it minifies first
+            keep = kind == "triage" and record.repro is not None
+            record.begin("reproducing" if kind == "run" else "minifying", "starting" if user else "queued", keep)
         job.task = asyncio.create_task(self._run(job, record))
         self.ls.changed()
         return job
@@ -196,7 +211,7 @@ class Jobs(Feature):
         if kind == "report":
             return [settings.python, "-m", "minifier", "report", launcher, "--events"]
         argv = self._minifier(kind, launcher) + ["--events"]
-        if kind == "minify" and settings.workers:
+        if kind in ("minify", "triage") and settings.workers:
             argv += ["--workers", str(settings.workers)]
         if settings.timeout:
             argv += ["--timeout", f"{settings.timeout:g}"]
@@ -326,9 +341,15 @@ class Jobs(Feature):
             if record.state != "cancelled":
                 record.state = "cancelled"
                 record.message = (
-                    f"cancelled at {record.progress_line()}" if job.kind == "minify" else "reproduction cancelled"
+                    f"cancelled at {record.progress_line()}"
+                    if job.kind == "minify"
+                    else "workaround search cancelled"
+                    if job.kind == "triage"
+                    else "reproduction cancelled"
                 )
-        elif not (code == ExitCode.OK and record.state == ("minimized" if job.kind == "minify" else "reproduced")):
+        elif not (
+            code == ExitCode.OK and record.state == _ENDS_IN[job.kind] and (job.kind != "triage" or record.triage)
+        ):
             self._fail(job, record, self._explain(job, code))
             return
         self.ls.log(f"{job.failure_id}: {job.kind} ended: {record.message}")

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from lsprotocol import types
 
-from minifier.contract.events import FINAL_EVENTS, BeginEvent, Event, EventsTail, TailRead, last_run
+from minifier.contract.events import BeginEvent, Event, EventsTail, TailRead, ends, last_run
 from minifier.contract.layout import DEBUG_DIR, launchers_in
 from minifier.contract.procs import alive
 
@@ -39,11 +39,17 @@ if TYPE_CHECKING:
 
 POLL_SECONDS = 0.5
 LOOK_SECONDS = 3.0  # between looks for run folders that file events did not report
-_STATES: dict[str, State] = {"run": "reproducing", "capture": "reproducing", "minify": "minifying"}
+_STATES: dict[str, State] = {
+    "run": "reproducing",
+    "capture": "reproducing",
+    "minify": "minifying",
+    "triage": "minifying",
+}
 _VERBS = {
     "run": "reproducing it",
     "capture": "captured it; it reproduces it when the program ends",
     "minify": "minifying it",
+    "triage": "looking for a workaround",
 }
 
 
@@ -145,7 +151,7 @@ class LiveRuns(Feature):
         if record.external.command == "minify":  # its clock only shows at checkpoints
             record.seconds = max(record.seconds or 0.0, round(time.time() - record.external.started, 1))
         record.apply(event)
-        if isinstance(event, FINAL_EVENTS):
+        if ends(event, record.external.command):
             self._end(record, None)
         ls.changed()
 

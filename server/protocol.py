@@ -41,7 +41,8 @@ SHOW_GRAPH = "aoti.showGraph"  # open the shrinking graph document (window/showD
 SHOW_KERNEL = "aoti.showKernel"  # open the failing kernel's document (window/showDocument)
 SHOW_SHRINK = "aoti.showShrink"  # open the shrink picture: nodes over time, checkpoints as points, and the final graph
 REPORT = "aoti.report"  # write report.md beside repro.py (a PyTorch bug report: `aoti-minify report`) and open it
-SERVER_COMMANDS = (MINIFY, REPRODUCE, CANCEL, OPEN_REPRO, SHOW_GRAPH, SHOW_KERNEL, SHOW_SHRINK, REPORT)
+TRIAGE = "aoti.triage"  # find a workaround verified on the original and name the culprit (`aoti-minify triage`)
+SERVER_COMMANDS = (MINIFY, REPRODUCE, CANCEL, OPEN_REPRO, SHOW_GRAPH, SHOW_KERNEL, SHOW_SHRINK, REPORT, TRIAGE)
 CAPTURE = "aoti.capture"  # run the script (or settings.captureCommand) under `aoti-minify capture` in the background; the VS Code client runs it in a terminal instead
 FILE_COMMANDS = (CAPTURE,)  # commands whose arguments are `[fileUri]`
 

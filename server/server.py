@@ -34,6 +34,7 @@ from .hover import Hover
 from .jobs import Jobs
 from .live import LiveRuns
 from .protocol import PROTOCOL_VERSION, SCHEME, Settings, client_protocol, experimental_capabilities
+from .workarounds import Workarounds
 
 
 class AotiProtocol(LanguageServerProtocol):
@@ -67,6 +68,7 @@ class AotiLanguageServer(LanguageServer):
         self.discovery = Discovery(self)
         self.documents = Documents(self)
         self.live = LiveRuns(self)
+        self.workarounds = Workarounds(self)
         # Hooks run in this order: settings are pulled before discovery scans; on a settings change,
         # jobs stop before discovery starts new ones.
         self.features: list[Feature] = [
@@ -78,6 +80,7 @@ class AotiLanguageServer(LanguageServer):
             Hover(self),
             Actions(self),
             Capture(self),
+            self.workarounds,  # before the diagnostics, which publish its own
             Diagnostics(self),
             FailureList(self),
         ]

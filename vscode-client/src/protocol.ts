@@ -41,6 +41,8 @@ export const ServerCommands = {
   showShrink: 'aoti.showShrink',
   /** write report.md beside repro.py (a PyTorch bug report: `aoti-minify report`) and open it */
   report: 'aoti.report',
+  /** find a workaround verified on the original and name the culprit (`aoti-minify triage`) */
+  triage: 'aoti.triage',
 } as const;
 
 export const SERVER_COMMAND_IDS: readonly string[] = Object.values(ServerCommands);

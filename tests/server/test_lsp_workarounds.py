@@ -1,0 +1,98 @@
+"""A verified workaround where the user compiles: the `aoti.triage` job, the diagnostic on each
+aoti_compile_and_package call, the quick fix's edit (tested as JSON, as VS Code gets it), the hover; and the
+edit itself on the shapes a call takes."""
+
+from __future__ import annotations
+
+import os
+
+from lsp_helpers import FAKE_RUN_REPRO_LINE, converter, fake_dump, fake_python, lsp_session, until, uri, write
+from lsprotocol import types
+
+from minifier.contract import wire
+from minifier.contract.events import Culprit, Signature, Triage, TriageEvent, TrialEvent, Workaround
+from server.workarounds import call_edit, compile_calls
+
+CONFIGS = {"pick_loop_orders": False}
+
+
+def applied(text: str, line: int, configs=CONFIGS) -> str | None:
+    edit = call_edit(text, line, configs)
+    if edit is None:
+        return None
+    lines = text.splitlines(keepends=True)
+    start = sum(map(len, lines[: edit.range.start.line])) + edit.range.start.character
+    end = sum(map(len, lines[: edit.range.end.line])) + edit.range.end.character
+    return text[:start] + edit.new_text + text[end:]
+
+
+def test_the_edit_adds_the_keyword_or_merges_into_what_the_call_passes():
+    assert applied("p = aoti_compile_and_package(ep)\n", 0) == (
+        "p = aoti_compile_and_package(ep, inductor_configs={'pick_loop_orders': False})\n"
+    )
+    multi = "p = torch._inductor.aoti_compile_and_package(\n    ep,\n    package_path=f('a)'),\n)\n"
+    assert applied(multi, 0) == (
+        "p = torch._inductor.aoti_compile_and_package(\n    ep,\n    package_path=f('a)'),\n"
+        "    inductor_configs={'pick_loop_orders': False},\n)\n"
+    )
+    assert applied("aoti_compile_and_package(ep, inductor_configs={'max_autotune': True})", 0) == (
+        "aoti_compile_and_package(ep, inductor_configs={'pick_loop_orders': False, 'max_autotune': True})"
+    )
+    assert applied("aoti_compile_and_package(ep, inductor_configs=opts)", 0) == (
+        "aoti_compile_and_package(ep, inductor_configs={**opts, 'pick_loop_orders': False})"
+    )
+    assert applied("aoti_compile_and_package(ep, inductor_configs={'pick_loop_orders': False})", 0) is None
+    assert applied("aoti_compile_and_package(ep,", 0) is None  # not whole: no edit
+    calls = "# aoti_compile_and_package(ep)\ndef aoti_compile_and_package(x):\n  aoti_compile_and_package(x)\n"
+    assert compile_calls(calls) == [2]
+
+
+def triage_event(launcher: str) -> TriageEvent:
+    folder = os.path.dirname(launcher)
+    triage = Triage(
+        signature=Signature("KeyError", "'buf<n>'", "compile_error"),
+        workarounds=[Workaround(CONFIGS, "loop order", 5.2, 1.2e-07)],
+        tried=18,
+        culprit=Culprit(["aten.index_put_.default"], "codegen", "loop order (pick_loop_orders=False avoids it)", ""),
+        deterministic=True,
+        runs=2,
+        failures=2,
+        repro=os.path.join(folder, "repro.py"),
+    )
+    return TriageEvent(path=os.path.join(folder, "triage.json"), triage=triage)
+
+
+async def test_a_verified_workaround_becomes_a_quick_fix_on_the_users_compile_call(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    model = write(
+        os.path.join(ws, "train.py"),
+        "import torch\nep = torch.export.export(m, (x,))\n"
+        "path = torch._inductor.aoti_compile_and_package(ep, package_path='m.pt2')\n",
+    )
+    event = triage_event(launcher)
+    json_text = wire.dumps(event.triage)
+    python = fake_python(
+        str(tmp_path / "python"),
+        [TrialEvent(CONFIGS, "minimal", "fixes", 5.0), event],
+        before=f"cat > {event.path} <<'JSON'\n{json_text}\nJSON",
+    )
+    async with lsp_session(ws, settings={"trusted": True, "python": python, "keepWarm": 0}) as client:
+        diagnostics = await until(lambda: client.diagnostics.get(uri(launcher)), "the launcher diagnostic")
+        failure_id = client.item(launcher)["id"]
+        titles = [a.title for a in await client.code_actions(uri(launcher), list(diagnostics))]
+        assert "Find a workaround" in titles
+        await client.command("aoti.triage", failure_id)
+        found = await until(lambda: client.diagnostics.get(uri(model)), "the workaround diagnostic on train.py")
+        [diagnostic] = found
+        assert diagnostic.range.start.line == 2 and diagnostic.severity == types.DiagnosticSeverity.Information
+        assert "inductor_configs={'pick_loop_orders': False}" in diagnostic.message
+        actions = await client.code_actions(uri(model), [diagnostic])
+        [fix] = [converter().unstructure(a) for a in actions if "workaround" in a.title]
+        assert fix["kind"] == "quickfix" and "command" not in fix
+        [edit] = fix["edit"]["changes"][uri(model)]
+        assert edit["newText"] == ", inductor_configs={'pick_loop_orders': False}"
+        assert edit["range"]["start"] == {"line": 2, "character": 72}
+        hover = await client.hover(uri(launcher), FAKE_RUN_REPRO_LINE)
+        assert hover is not None and "pick_loop_orders" in hover.contents.value
+        assert "loop order" in hover.contents.value
