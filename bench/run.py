@@ -18,7 +18,12 @@ its final graph is compared with the first run's (the same dump minified twice g
 Unless --no-compare, each workload is also minified with `--no-slice` (the general search alone) and
 `--slices-first` (the guesses awaited before it, the order the race replaced), and an accuracy workload
 gets one `aoti-minify run` each repeat (what one reproduction costs; the median is the ratio's denominator).
-The targets of issue 13 are computed last.
+With the `triage` mode, `aoti-minify triage` runs on the first aoti-lens run's minimized copy: whether it found a
+workaround (verified on the original), how many config changes it tried, its wall time, and that time beside
+the original's compile (issue 32's target: triage <= minify + 3 compiles of the original, so what triage adds
+after the minify <= 3 compiles of the original; a triage run alone pays a new process's start-up, the minify's
+is taken off).
+The targets of issues 13 and 32 are computed last.
 Nothing here is asserted: it measures.
 
 Every run starts from its own copy of the Inductor cache (Triton's inside it) as the dump left it: the
@@ -41,6 +46,7 @@ their files, a later file's measure replacing the same run of the same workload.
 from __future__ import annotations
 
 import argparse
+import glob
 import hashlib
 import io
 import json
@@ -95,6 +101,7 @@ class Measure:
     graph: str = ""  # a hash of the final graph's code: the same dump should give the same repro
     note: str = ""
     repeat: int = 0  # which of --repeat's passes made it
+    workaround: str = ""  # triage: the first verified workaround's configs, or "none among N"
 
 
 @dataclass
@@ -105,11 +112,12 @@ class Row:
     no_slice: Measure | None = None
     slices_first: Measure | None = None
     one_run: Measure | None = None  # `aoti-minify run`, for accuracy workloads
+    triage: Measure | None = None  # `aoti-minify triage` after the first run's minify
     repros: tuple[str, ...] = ()  # the final graph's hash of every aoti-lens run (each repeat, warm ones too)
 
 
 # The runs of one workload, in the order they are made; "warm" reuses the fork server "ours" leaves.
-MODES = ("pytorch", "ours", "warm", "no-slice", "slices-first", "run")
+MODES = ("pytorch", "ours", "warm", "triage", "no-slice", "slices-first", "run")
 AS_DUMPED = "cache-as-dumped"  # beside a workload's dump: its Inductor cache as the dump left it
 
 
@@ -160,7 +168,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.report:
         rows = read_rows(args.report)
-        print(f"{table(rows)}\n\n{targets(rows)}")
+        print(f"{table(rows)}\n\n{targets(rows)}\n\n{triage_targets(rows)}")
         return 0
     args.modes = chosen_modes(args, parser)
     chosen = [
@@ -198,6 +206,8 @@ def main() -> int:
     print(table(rows))
     print()
     print(targets(rows))
+    print()
+    print(triage_targets(rows))
     print(f"\nresults: {out}")
     return 0
 
@@ -212,6 +222,8 @@ def chosen_modes(args: argparse.Namespace, parser: argparse.ArgumentParser) -> s
         modes -= {"no-slice", "slices-first", "run"}
     if "warm" in modes and "ours" not in modes:
         parser.error("--modes warm needs ours: the warm run reuses the fork server the first run keeps")
+    if "triage" in modes and "ours" not in modes:
+        parser.error("--modes triage needs ours: it triages the first run's minimal repro")
     return modes
 
 
@@ -231,6 +243,7 @@ TOOLS = {
     "aoti-lens --no-slice": "no_slice",
     "aoti-lens --slices-first": "slices_first",
     "aoti-minify run": "one_run",
+    "aoti-minify triage": "triage",
 }
 
 
@@ -318,6 +331,8 @@ def _aoti_lens_runs(
     if keep_warm:
         yield run_ours(launcher, where("warm"), name, args.workers, timelines, True, "aoti-lens-warm", env=ours)
         end_fork_servers(where("warm"))  # the next run must start cold
+    if "triage" in args.modes:
+        yield run_triage(where("ours"), name, args.workers, ours)
 
 
 def run_env(run_folder: str) -> dict[str, str]:
@@ -492,6 +507,42 @@ def _measure_ours(proc: subprocess.CompletedProcess, tool: str, name: str, secon
     )
 
 
+def run_triage(folder: str, name: str, workers: int, env: dict[str, str]) -> Measure:
+    """`aoti-minify triage` on a copy minified already: the workaround search, the culprit, the reruns."""
+    launcher = next(iter(glob.glob(os.path.join(folder, "**", "minifier_launcher.py"), recursive=True)), folder)
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minifier",
+            "triage",
+            launcher,
+            "--events",
+            *(["--workers", str(workers)] if workers else []),
+        ]
+        + list(_run_args(name)),
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+    )
+    seconds = round(time.monotonic() - started, 1)
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    found = next((e["triage"] for e in events if e["event"] == "triage"), None)
+    if proc.returncode != 0 or found is None:
+        return Measure(
+            "aoti-minify triage", name, f"exit {proc.returncode}", seconds, None, None, note=proc.stderr[-300:]
+        )
+    trials = sum(1 for e in events if e["event"] == "trial")
+    workaround = (
+        repr(found["workarounds"][0]["inductor_configs"]) if found["workarounds"] else f"none among {found['tried']}"
+    )
+    measure = Measure("aoti-minify triage", name, "ok", seconds, trials, None, note=found["culprit"]["subsystem"])
+    measure.workaround = workaround
+    return measure
+
+
 def run_once(dump_launcher: str, folder: str, name: str, env: dict[str, str]) -> Measure:
     """One `aoti-minify run`: a cold start, one compile and run of the whole graph."""
     launcher = relocate_dump(dump_launcher, folder)
@@ -531,6 +582,8 @@ def row_text(row: Row) -> str:
     ):
         if m is not None:
             text += f" | {label} {_time(m)} q={m.queries} n={m.nodes}"
+    if row.triage is not None:
+        text += f" | triage {_time(row.triage)} compiles={row.triage.queries} workaround {row.triage.workaround}"
     return text
 
 
@@ -548,6 +601,28 @@ def table(rows: list[Row]) -> str:
             f"{_of(ours.seconds, _sum(ours.start_up, ours.floor))} | {_cell(row.no_slice)} | "
             f"{_cell(row.slices_first)} | {_cell(row.warm)} | "
             f"{_of(row.warm.seconds, row.warm.floor) if row.warm else '-'} |"
+        )
+    return "\n".join(lines)
+
+
+def triage_targets(rows: list[Row]) -> str:
+    """Issue 32's: what triage adds after the minify, beside three compiles of the original."""
+    lines = [
+        "## Triage (issue 32)",
+        "",
+        "| workload | workaround (verified on the original) | culprit | compiles | triage | start-up "
+        "| (triage - start-up) / original compile |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        t, original, start = row.triage, row.ours.original, row.ours.start_up
+        if t is None:
+            continue
+        work = t.seconds - (start or 0.0)  # a new process's start-up, as the minify's: a triage after it shares it
+        ratio = f"{work / original:.1f}x" if original and t.status == "ok" else "-"
+        lines.append(
+            f"| {t.workload} | {t.workaround or t.status} | {t.note if t.status == 'ok' else '-'} | {_v(t.queries)} "
+            f"| {t.seconds:.1f} s | {_v(start)} s | {ratio} |"
         )
     return "\n".join(lines)
 

@@ -321,3 +321,56 @@ test('a minify started in a terminal shows live; shrink curve; bug report; captu
     await h.shot(page, '19-captured');
   });
 });
+
+// A real Inductor bug of torch 2.13's CPU backend (index_put mask fused into softmax: codegen KeyError) in
+// torch.nn's smallest model; the user's script compiles it with aoti_compile_and_package.
+const COMPILE_SCRIPT = [
+  'import torch',
+  '',
+  'ep = torch.export.export(model, (x,))',
+  "path = torch._inductor.aoti_compile_and_package(ep, package_path='model.pt2')",
+  '',
+].join('\n');
+
+test('find a workaround from the tree; the verified configs as a quick fix on the compile call', { timeout: 20 * 60_000 }, async () => {
+  const dump = h.makeWorkspace('workaround', { workload: 'nn-mlp-index_put_mask-keyerror' });
+  const script = join(dump.ws, 'compile.py');
+  writeFileSync(script, COMPILE_SCRIPT);
+  const cs = await h.startCodeServer(dump.ws, { settings: { 'aoti.python': h.PYTHON, 'aoti.autoReproduce': false }, label: 'workaround' });
+  await inWorkbench(dump.ws, cs, 'workaround', async (page) => {
+    await h.openWorkbench(page, cs.folderUrl);
+    await openFailuresView(page);
+    await h.until('the failure in the tree', async () => (await h.treeRows(page)).find((t) => /KeyError/.test(t)), { timeout: 90_000 });
+
+    // 1. Find a workaround: minified first (no repro.py yet), then configs tried and checked on the original.
+    await contextAction(page, 'KeyError', 'Find a workaround');
+    const found = await h.until('a verified workaround in the tree', async () =>
+      (await h.treeRows(page)).find((t) => /workaround verified/.test(t)), { timeout: MINIFY_TIMEOUT * 2, interval: 2000 });
+    h.log(`triaged: ${JSON.stringify(found)}`);
+    const triage = JSON.parse(readFileSync(join(dump.minifierDir, 'triage.json'), 'utf8'));
+    assert.ok(triage.workarounds.length > 0, 'triage.json lists the verified workaround');
+    await h.shot(page, '20-workaround-found');
+
+    // 2. The user's compile call: a diagnostic, and the quick fix that adds the verified configs.
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Control+P');
+    const quickOpen = page.locator('.quick-input-widget input');
+    await quickOpen.waitFor({ state: 'visible', timeout: 10_000 });
+    await quickOpen.fill('compile.py');
+    await page.locator('.quick-input-widget .monaco-list-row', { hasText: 'compile.py' }).first().click({ timeout: 20_000 });
+    await h.until('compile.py to open', async () => /compile\.py/.test(await h.activeTabTitle(page)), { timeout: 30_000 });
+    await openProblems(page);
+    const row = page.locator('.markers-panel .monaco-list-row', { hasText: /compiles with inductor_configs/ }).first();
+    await row.waitFor({ timeout: 60_000 });
+    await h.shot(page, '21-workaround-diagnostic');
+    await row.click();
+    await page.keyboard.press('Control+.');
+    const fix = page.locator('.action-widget .monaco-list-row, .context-view .action-label', { hasText: /verified workaround/ }).first();
+    await fix.waitFor({ state: 'visible', timeout: 30_000 });
+    await h.shot(page, '22-workaround-quick-fix');
+    await fix.click();
+    const configs = Object.keys(triage.workarounds[0].inductor_configs)[0];
+    await h.until('the edited call', async () => (await h.activeEditorText(page)).includes(`inductor_configs={'${configs}'`), { timeout: 30_000 });
+    await h.shot(page, '23-workaround-applied');
+  });
+});

@@ -45,11 +45,14 @@ export function buildVsix() {
 }
 
 /** A workspace holding a real CPU AOTI failure dumped by PyTorch (and, if asked, failure.json). */
-export function makeWorkspace(name, { reproduce = true, model = 'seed', blocks = 6 } = {}) {
+export function makeWorkspace(name, { reproduce = true, model = 'seed', blocks = 6, workload = null } = {}) {
   const ws = join(tmpdir(), `aoti-e2e-${name}-${process.pid}`);
   rmSync(ws, { recursive: true, force: true });
   mkdirSync(ws, { recursive: true });
-  const out = run(PYTHON, ['-m', 'minifier.examples.dump', '--out', ws, '--model', model, '--blocks', String(blocks), '--bug', 'compile_error', '--device', 'cpu']);
+  const kind = workload
+    ? ['--workload', workload]
+    : ['--model', model, '--blocks', String(blocks), '--bug', 'compile_error', '--device', 'cpu'];
+  const out = run(PYTHON, ['-m', 'minifier.examples.dump', '--out', ws, ...kind]);
   const launcher = out.trim().split('\n').pop();
   if (!launcher || !existsSync(launcher)) throw new Error(`no launcher dumped: ${out}`);
   if (reproduce) run(PYTHON, ['-m', 'minifier', 'run', launcher]);
