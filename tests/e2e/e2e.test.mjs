@@ -344,11 +344,12 @@ test('find a workaround from the tree; the verified configs as a quick fix on th
 
     // 1. Find a workaround: minified first (no repro.py yet), then configs tried and checked on the original.
     await contextAction(page, 'KeyError', 'Find a workaround');
-    const found = await h.until('a verified workaround in the tree', async () =>
-      (await h.treeRows(page)).find((t) => /workaround verified/.test(t)), { timeout: MINIFY_TIMEOUT * 2, interval: 2000 });
-    h.log(`triaged: ${JSON.stringify(found)}`);
-    const triage = JSON.parse(readFileSync(join(dump.minifierDir, 'triage.json'), 'utf8'));
+    const triageJson = join(dump.minifierDir, 'triage.json');
+    await h.until('triage.json', async () => existsSync(triageJson), { timeout: MINIFY_TIMEOUT * 2, interval: 2000 });
+    const triage = JSON.parse(readFileSync(triageJson, 'utf8'));
+    h.log(`triaged: ${JSON.stringify(triage.workarounds)} culprit ${triage.culprit.subsystem}`);
     assert.ok(triage.workarounds.length > 0, 'triage.json lists the verified workaround');
+    await h.until('the row to settle', async () => (await h.treeRows(page)).find((t) => /KeyError/.test(t) && /minimized/.test(t)), { timeout: 60_000 });
     await h.shot(page, '20-workaround-found');
 
     // 2. The user's compile call: a diagnostic, and the quick fix that adds the verified configs.

@@ -95,6 +95,7 @@ async def test_code_actions_on_launcher_and_kernel_diagnostics(tmp_path, dumps):
             assert [(a.title, a.command.command) for a in actions] == [
                 ("Minify this failure", "aoti.minify"),
                 ("Reproduce failure", "aoti.reproduce"),
+                ("Find a workaround", "aoti.triage"),
                 ("Show failing kernel", "aoti.showKernel"),
             ]
             assert all(
@@ -158,10 +159,11 @@ async def test_untrusted_workspace_runs_nothing(tmp_path, dumps):
         assert [a.title for a in await client.code_actions(uri(launcher), list(diagnostics))] == [
             "Minify this failure",
             "Reproduce failure",
+            "Find a workaround",
         ]
-        for command in ("aoti.minify", "aoti.reproduce"):
+        for command in ("aoti.minify", "aoti.reproduce", "aoti.triage"):
             await client.command(command, failure_id)
-        await until(lambda: len(client.messages) == 2, "two refusals")
+        await until(lambda: len(client.messages) == 3, "three refusals")
         assert all("untrusted workspace" in m.message for m in client.messages)
         client.workspace_did_change_configuration(
             types.DidChangeConfigurationParams(settings={"aoti": {"workers": 2, "autoReproduce": True}})
