@@ -129,22 +129,26 @@ def _python_files(folder: str) -> Iterator[str]:
         yield from (os.path.join(root, f) for f in files if f.endswith(".py"))
 
 
-def scan(folders: list[str]) -> dict[str, list[int]]:
-    """Each Python file of the workspace that calls aoti_compile_and_package, and the lines it does."""
-    calls: dict[str, list[int]] = {}
+def scan(folders: list[str]) -> dict[str, str]:
+    """Each Python file of the workspace that calls aoti_compile_and_package, and its text."""
+    calls: dict[str, str] = {}
     for count, path in enumerate(p for folder in folders for p in _python_files(folder)):
         if count >= MAX_FILES:
             break
-        try:
-            if os.path.getsize(path) > MAX_BYTES:
-                continue
-            with open(path, encoding="utf-8") as f:
-                found = compile_calls(f.read())
-        except (OSError, UnicodeDecodeError):
-            continue
-        if found:
-            calls[path] = found
+        text = _read(path)
+        if text is not None and compile_calls(text):
+            calls[path] = text
     return calls
+
+
+def _read(path: str) -> str | None:
+    try:
+        if os.path.getsize(path) > MAX_BYTES:
+            return None
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _message(record: FailureRecord, workaround: Workaround) -> str:
@@ -163,17 +167,15 @@ def _verified(records: list[FailureRecord]) -> list[tuple[FailureRecord, Workaro
 class Workarounds(Feature):
     def __init__(self, ls: AotiLanguageServer) -> None:
         super().__init__(ls)
-        self.calls: dict[str, list[int]] = {}
+        self.calls: dict[str, str] = {}  # each file that calls aoti_compile_and_package: its text
         self._scanned_for: set[str] = set()
         self._scan: asyncio.Task[None] | None = None
 
     def register(self) -> None:
+        # The server asks for no edits as they are typed (text sync None: it stays light); a saved file is
+        # read again, so a call that passes the workaround now loses its diagnostic.
         @self.ls.feature(types.TEXT_DOCUMENT_DID_SAVE)
         def saved(params: types.DidSaveTextDocumentParams) -> None:
-            self._rescan_file(params.text_document.uri)
-
-        @self.ls.feature(types.TEXT_DOCUMENT_DID_CHANGE)
-        def changed(params: types.DidChangeTextDocumentParams) -> None:
             self._rescan_file(params.text_document.uri)
 
     def failures_changed(self, records: list[FailureRecord]) -> None:
@@ -184,23 +186,27 @@ class Workarounds(Feature):
 
     async def _scan_workspace(self) -> None:
         self.calls = await asyncio.to_thread(scan, self.ls.folders())
-        self.ls.log(f"workarounds: {sum(map(len, self.calls.values()))} aoti_compile_and_package call(s) found")
+        self.ls.log(f"workarounds: {len(self.calls)} file(s) call aoti_compile_and_package")
         self.ls.changed()
 
     def _rescan_file(self, uri: str) -> None:
         path = to_fs_path(uri)
         if not path or not path.endswith(".py") or not _verified(self.ls.failures.records()):
             return
-        found = compile_calls(self.ls.workspace.get_text_document(uri).source)
-        if found != self.calls.get(path, []):
-            self.calls = {**self.calls, path: found} if found else {k: v for k, v in self.calls.items() if k != path}
-            self.ls.changed()
+        text = _read(path) or ""
+        if text == self.calls.get(path) or (path not in self.calls and not compile_calls(text)):
+            return
+        others = {k: v for k, v in self.calls.items() if k != path}
+        self.calls = {**others, path: text} if compile_calls(text) else others
+        self.ls.changed()
 
     def diagnostics(self, records: list[FailureRecord]) -> Iterator[tuple[str, types.Diagnostic]]:
         for record, workaround in _verified(records):
             configs = workaround.inductor_configs
-            for path, lines in self.calls.items():
-                for line in lines:
+            for path, text in self.calls.items():
+                for line in compile_calls(text):
+                    if call_edit(text, line, configs) is None:  # it passes them already (or is not whole)
+                        continue
                     yield (
                         uri_of(path),
                         types.Diagnostic(
@@ -224,8 +230,9 @@ class Workarounds(Feature):
             configs = data.get("inductorConfigs") if isinstance(data, dict) else None
             if diagnostic.code != CODE or not isinstance(configs, dict):
                 continue
-            text = self.ls.workspace.get_text_document(uri).source
-            edit = call_edit(text, diagnostic.range.start.line, configs)
+            path = to_fs_path(uri)
+            text = _read(path) if path else None  # as saved: the server is not sent unsaved edits
+            edit = call_edit(text, diagnostic.range.start.line, configs) if text is not None else None
             if edit is None:
                 continue
             title = f"Compile with the verified workaround: inductor_configs={configs!r}"

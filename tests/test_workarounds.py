@@ -18,6 +18,7 @@ from minifier.contract.events import (
     parse_event,
 )
 from minifier.contract.events import DoneEvent as Done
+from minifier.driver.triage import as_lowered
 from minifier.driver.workarounds import (
     EVERYTHING,
     NARROW,
@@ -170,3 +171,12 @@ def test_triage_json_and_its_events_round_trip():
 def test_a_triage_goes_on_after_the_done_of_the_minify_it_started():
     done = Done(nodes=1, repro="/dump/repro.py", queries=3, seconds=1.0)
     assert ends(done, "minify") and not ends(done, "triage")
+
+
+def test_an_in_place_op_is_left_to_aten_in_the_form_inductor_lowers():
+    assert as_lowered(("aten.relu_.default", "aten.add.Tensor", "aten._to_copy.default")) == [
+        "aten.relu_.default",
+        "aten.relu.default",
+        "aten.add.Tensor",
+        "aten._to_copy.default",
+    ]

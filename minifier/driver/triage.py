@@ -82,6 +82,18 @@ def minimal_ops(repro: str) -> list[str]:
     return list(dict.fromkeys(_OP.findall(read_repro_graph(repro) or "")))
 
 
+def as_lowered(ops: tuple[str, ...]) -> list[str]:
+    """The ops as Inductor lowers them: an in-place op of the exported graph (`aten.relu_.default`, as torchvision's
+    ReLU(inplace=True) exports) reaches the lowering functionalized (`aten.relu.default`)."""
+    lowered = []
+    for op in ops:
+        lowered.append(op)
+        namespace, name, overload = op.split(".")
+        if name.endswith("_") and not name.startswith("_"):
+            lowered.append(f"{namespace}.{name[:-1]}.{overload}")
+    return list(dict.fromkeys(lowered))
+
+
 def phase_of(result: Result, signature: Signature) -> str:
     """The step of Inductor the failure happened in, from its innermost frame inside torch."""
     if signature.kind == "accuracy":
@@ -230,7 +242,7 @@ class Triaging:
             key=key,
             program=self.layout.repro_pt2,
             configs=change.inductor_configs,
-            aten_fallback=list(change.aten_fallback),
+            aten_fallback=as_lowered(change.aten_fallback),
             record_passes=record_passes,
         )
 

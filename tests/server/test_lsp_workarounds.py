@@ -93,6 +93,12 @@ async def test_a_verified_workaround_becomes_a_quick_fix_on_the_users_compile_ca
         [edit] = fix["edit"]["changes"][uri(model)]
         assert edit["newText"] == ", inductor_configs={'pick_loop_orders': False}"
         assert edit["range"]["start"] == {"line": 2, "character": 72}
+        # the user takes the fix (the editor applies the edit) and saves: the call passes them, the diagnostic goes
+        fixed = applied(open(model).read(), 2)
+        assert fixed is not None and "inductor_configs={'pick_loop_orders': False}" in fixed
+        write(model, fixed)
+        client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri(model))))
+        await until(lambda: len(client.diagnostics[uri(model)]) == 0, "the diagnostic to go once the call passes them")
         hover = await client.hover(uri(launcher), FAKE_RUN_REPRO_LINE)
         assert hover is not None and "pick_loop_orders" in hover.contents.value
         assert "loop order" in hover.contents.value
