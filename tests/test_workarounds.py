@@ -180,3 +180,13 @@ def test_an_in_place_op_is_left_to_aten_in_the_form_inductor_lowers():
         "aten.add.Tensor",
         "aten._to_copy.default",
     ]
+
+
+def test_no_change_is_compiled_twice():
+    """A group's part that is also a change of its own is tried once (its answer serves both)."""
+    alone = change("p1")
+    group = Change((("disabled_passes", "p1,p2"),), "graph passes", 3, then=(alone, change("p2")))
+    found, asked = run(WorkaroundSearch([alone, group], verify=2), fixes_on({"disabled_passes='p1,p2'"}, set()))
+    minimal = [t.change.describe() for t in asked if t.on == "minimal"]
+    assert sorted(minimal) == sorted(set(minimal)) and "p1=False" in minimal and "p2=False" in minimal
+    assert found.tried == 3

@@ -16,7 +16,7 @@ import itertools
 import os
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..contract import wire
 from ..contract.artifacts import read_repro_graph, repro_stopped, write_text
@@ -50,10 +50,9 @@ _PHASES = (
 
 @dataclass(frozen=True)
 class Probe:
-    """A query of triage's own: the original run unchanged (`run` its number), or a culprit probe."""
+    """A query of triage's own: a trial (a config change, or ops left to ATen), or (None) an unchanged rerun."""
 
     trial: Trial | None = None
-    run: int = 0
 
 
 def triage(session: Session, reporter: Reporter) -> Triage:
@@ -66,7 +65,7 @@ def triage(session: Session, reporter: Reporter) -> Triage:
         found = Triaging(session, pool, reporter).run()
     finally:
         pool.close()
-    result = Triage(**{**found, "seconds": round(time.monotonic() - started, 2)})
+    result = replace(found, seconds=round(time.monotonic() - started, 2))
     write_text(session.layout.triage_json, wire.dumps(result) + "\n")
     reporter.emit(TriageEvent(path=session.layout.triage_json, triage=result))
     return result
@@ -126,7 +125,7 @@ class Triaging:
         self.target: Signature | None = None
         self.runs: list[Verdict] = []
 
-    def run(self) -> dict:
+    def run(self) -> Triage:
         graph = self.pool.call(p.DescribeRequest()).graph
         values = self.pool.call(p.ConfigsRequest()).values
         baseline = self.baseline()
@@ -149,7 +148,7 @@ class Triaging:
             for trial in search.needless():
                 self.pool.cancel(self.keys.pop(trial))
         found = search.result()
-        return dict(
+        return Triage(
             signature=self.target,
             workarounds=[_workaround(c, a) for c, a in found.verified],
             tried=found.tried,
@@ -166,15 +165,16 @@ class Triaging:
         """The minimal graph as it is, naming the passes its compile applies."""
         key = "triage-minimal"
         self.pool.submit(self._minimal_query(key, NO_CHANGE, record_passes=True))
-        while True:
+        while self.pool.in_flight():
             for result in self.pool.wait():
                 if result.query.key == key:
                     return result
+        raise RuntimeError("the minimal graph's compile gave no answer")
 
     def rerun_original(self) -> None:
         """The original's unchanged runs, behind the minimal graph's trials."""
         for run in range(1, self.session.options.runs + 1):
-            self.submit(p.QueryRequest(key=f"triage-run-{run}", original=True), Probe(run=run), background=True)
+            self.submit(p.QueryRequest(key=f"triage-run-{run}", original=True), Probe(), background=True)
 
     def take(self, result: Result, search: WorkaroundSearch, lowering: Change) -> None:
         probe = self.queries.pop(result.query.key, None)
