@@ -173,7 +173,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--verify", type=int, default=2, metavar="N", help="workarounds to check on the original at most (default 2)"
     )
     triage.add_argument(
-        "--runs", type=int, default=2, metavar="N", help="unchanged runs of the original: is it deterministic?"
+        "--runs",
+        type=int,
+        default=2,
+        metavar="N",
+        help="runs of the original unchanged, failure.json's counted: does it fail every time? (default 2)",
     )
 
     warm = commands.add_parser(

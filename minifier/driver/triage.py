@@ -172,8 +172,12 @@ class Triaging:
         raise RuntimeError("the minimal graph's compile gave no answer")
 
     def rerun_original(self) -> None:
-        """The original's unchanged runs, behind the minimal graph's trials."""
-        for run in range(1, self.session.options.runs + 1):
+        """The original's unchanged runs, behind the minimal graph's trials; the run that wrote failure.json
+        is one of them, when it saw this failure."""
+        saved = self.session.saved_failure()
+        if saved is not None and self.target is not None and self.target.matches(saved.signature):
+            self.runs.append("fails")
+        for run in range(len(self.runs) + 1, self.session.options.runs + 1):
             self.submit(p.QueryRequest(key=f"triage-run-{run}", original=True), Probe(), background=True)
 
     def take(self, result: Result, search: WorkaroundSearch, lowering: Change) -> None:
