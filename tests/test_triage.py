@@ -70,3 +70,15 @@ def test_a_bug_no_config_avoids_is_reported_as_none_found(dumps, tmp_path):
     assert done.triage.workarounds == [] and done.triage.tried > 10
     assert not any(isinstance(e, TrialEvent) and e.verdict == "fixes" for e in events)
     assert done.triage.culprit.subsystem == "unknown"
+
+
+def test_a_lying_fake_kernel_is_the_culprit_and_no_config_is_offered(dumps, tmp_path):
+    """A custom op whose register_fake gives other sizes than the op returns (under dynamic shapes): compiled
+    code trusts the fake kernel, so no Inductor config can be the fix; triage names the op and its lie."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-dynamic_fake-accuracy")
+    events, done = triaged(launcher, "--accuracy", "--import", "minifier.examples.custom_ops", "--runs", "1")
+    culprit = done.triage.culprit
+    assert culprit.subsystem == "fake kernel of aoti_lens_examples.pool_tokens.default"
+    assert "fake kernel gives float32[2, 20, 32], the op returns float32[2, 16, 32]" in culprit.detail
+    assert done.triage.tried == 0 and done.triage.workarounds == []
+    assert [e.on for e in events if isinstance(e, TrialEvent)] == ["original"]  # the rerun alone

@@ -352,7 +352,9 @@ def _triaged(session: Session, reporter: Reporter) -> int:
             f"workaround, verified on the original ({workaround.compile_s:.1f} s, max abs error {error}): "
             f"inductor_configs={workaround.inductor_configs!r}"
         )
-    if not found.workarounds:
+    if not found.workarounds and not found.tried:
+        reporter.result("no Inductor config tried: the fix is the culprit's own code")
+    elif not found.workarounds:
         reporter.result(f"no workaround among {found.tried} config changes tried")
     reporter.result(f"triage: {session.layout.triage_json}")  # last: scripts read the path from the last line
     return ExitCode.OK

@@ -12,6 +12,7 @@ repro.py and a `triage` event.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import re
@@ -23,13 +24,14 @@ from ..contract.artifacts import read_repro_graph, repro_stopped, write_text
 from ..contract.events import Culprit, Rejected, Triage, TriageEvent, TrialEvent, TrialVerdict, Verdict, Workaround
 from ..contract.signature import Signature
 from ..exchange import worker_protocol as p
-from ..processes.pool import Pool, Result
+from ..processes.pool import Pool, Result, WorkerLost
 from .minify import DoesNotFail, minify
 from .reporter import Reporter
 from .session import Session
 from .verdicts import classify, one_line, result_signature
 from .workarounds import NO_CHANGE, Answer, Change, Trial, WorkaroundSearch, candidates
 
+VALUES = "triage-values.pt"  # in the scratch folder, while the eager run's values are checked
 _OP = re.compile(r"torch\.ops\.([\w]+\.[\w]+\.[\w]+)\(")
 _FRAME = re.compile(r'File "([^"]+)", line \d+')
 # Where in torch a failure's innermost frame lies says the phase it failed in (the innermost match wins).
@@ -124,23 +126,26 @@ class Triaging:
         self.answers: dict[Trial, Answer] = {}
         self.target: Signature | None = None
         self.runs: list[Verdict] = []
+        self.lies: list[p.FakeMismatch] = []
 
     def run(self) -> Triage:
         graph = self.pool.call(p.DescribeRequest()).graph
         values = self.pool.call(p.ConfigsRequest()).values
-        baseline = self.baseline()
+        baseline = self.baseline()  # beside it, on another worker: the eager run that catches a lying fake kernel
         self.target, _ = result_signature(baseline)
         if self.target is None or self.verdict(baseline) != "fails":
             raise DoesNotFail(f"the minimal repro does not fail here: {one_line(baseline) or 'it ran'}")
         phase = phase_of(baseline, self.target)
         passes = baseline.outcome.passes if baseline.outcome else []
-        changes = candidates(values, graph.device, self.target.kind, passes)
+        # no config makes compiled code right that was told wrong sizes: the fix is the user's fake kernel
+        changes = [] if self.lies else candidates(values, graph.device, self.target.kind, passes)
         self.reporter.say(
             f"triage: {self.target.describe()} ({phase}); trying {len(changes)} config changes on the minimal graph"
+            + (f" ({self.lies[0].describe()})" if self.lies else "")
         )
         search = WorkaroundSearch(changes, self.session.options.verify)
         lowering = Change(aten_fallback=tuple(self.ops), family="lowering")
-        self.start(([Trial(lowering, "minimal")] if self.ops else []) + search.opening())
+        self.start(([Trial(lowering, "minimal")] if self.ops and not self.lies else []) + search.opening())
         self.rerun_original()
         while not search.finished or self.pool.in_flight():
             for result in self.pool.wait():
@@ -162,14 +167,29 @@ class Triaging:
         )
 
     def baseline(self) -> Result:
-        """The minimal graph as it is, naming the passes its compile applies."""
+        """The minimal graph as it is, naming the passes its compile applies; meanwhile the original runs eagerly
+        once, each value checked against what its fake kernel told export (a custom op's `register_fake` that
+        lies makes compiled code wrong, whatever Inductor does)."""
         key = "triage-minimal"
         self.pool.submit(self._minimal_query(key, NO_CHANGE, record_passes=True))
+        self.lies = self.fake_kernel_lies()
         while self.pool.in_flight():
             for result in self.pool.wait():
                 if result.query.key == key:
                     return result
         raise RuntimeError("the minimal graph's compile gave no answer")
+
+    def fake_kernel_lies(self) -> list[p.FakeMismatch]:
+        path = os.path.join(self.layout.work, VALUES)
+        try:
+            stored = self.pool.call(p.ValuesRequest(path=path), timeout=self.session.options.timeout)
+        except WorkerLost as e:
+            self.reporter.log(f"the eager run that checks the fake kernels lost its worker: {e.reason}", "warning")
+            return []
+        finally:
+            with contextlib.suppress(OSError):
+                os.remove(path)
+        return [m for m in stored.mismatches if m.op in self.ops]
 
     def rerun_original(self) -> None:
         """The original's unchanged runs, behind the minimal graph's trials; the run that wrote failure.json
@@ -259,6 +279,10 @@ class Triaging:
         by_pass = [c.configs[0][1].split(",")[-1] for c in fixing if c.family == "graph pass"]
         by_config = sorted((c for c in fixing if c.configs), key=lambda c: c.breadth)
         notes = []
+        if self.lies:
+            lie = self.lies[0]
+            notes.append(f"{lie.describe()}: compiled code trusts the fake kernel; fix its register_fake")
+            return Culprit(ops=self.ops, phase="export", subsystem=f"fake kernel of {lie.op}", detail="; ".join(notes))
         if by_pass:
             subsystem = f"graph pass {by_pass[0]}"
         elif len(singles) == 1:
