@@ -127,6 +127,8 @@ class Triaging:
         self.target: Signature | None = None
         self.runs: list[Verdict] = []
         self.lies: list[p.FakeMismatch] = []
+        self.lowered: list[str] = []
+        self.probes: list[Change] = []  # groups of ops left to ATen, tried in turn
 
     def run(self) -> Triage:
         graph = self.pool.call(p.DescribeRequest()).graph
@@ -137,6 +139,8 @@ class Triaging:
             raise DoesNotFail(f"the minimal repro does not fail here: {one_line(baseline) or 'it ran'}")
         phase = phase_of(baseline, self.target)
         passes = baseline.outcome.passes if baseline.outcome else []
+        # the ops Inductor lowered (decompositions applied: mish's log1p, relu_ as relu), else the graph's own
+        self.lowered = list(dict.fromkeys(baseline.outcome.lowered if baseline.outcome else [])) or self.ops
         # no config makes compiled code right that was told wrong sizes: the fix is the user's fake kernel
         changes = [] if self.lies else candidates(values, graph.device, self.target.kind, passes)
         self.reporter.say(
@@ -144,12 +148,15 @@ class Triaging:
             + (f" ({self.lies[0].describe()})" if self.lies else "")
         )
         search = WorkaroundSearch(changes, self.session.options.verify)
-        lowering = Change(aten_fallback=tuple(self.ops), family="lowering")
-        self.start(([Trial(lowering, "minimal")] if self.ops and not self.lies else []) + search.opening())
+        # the graph's ops left to ATen first; failing that, the ops Inductor lowered after its decompositions
+        self.probes = [Change(aten_fallback=tuple(ops), family="lowering") for ops in (self.ops, self.lowered) if ops]
+        self.probes = list(dict.fromkeys(self.probes))
+        first = [Trial(self.probes[0], "minimal")] if self.probes and not self.lies else []
+        self.start(first + search.opening())
         self.rerun_original()
         while not search.finished or self.pool.in_flight():
             for result in self.pool.wait():
-                self.take(result, search, lowering)
+                self.take(result, search)
             for trial in search.needless():
                 self.pool.cancel(self.keys.pop(trial))
         found = search.result()
@@ -171,7 +178,7 @@ class Triaging:
         once, each value checked against what its fake kernel told export (a custom op's `register_fake` that
         lies makes compiled code wrong, whatever Inductor does)."""
         key = "triage-minimal"
-        self.pool.submit(self._minimal_query(key, NO_CHANGE, record_passes=True))
+        self.pool.submit(self._minimal_query(key, NO_CHANGE, record_compile=True))
         self.lies = self.fake_kernel_lies()
         while self.pool.in_flight():
             for result in self.pool.wait():
@@ -200,7 +207,7 @@ class Triaging:
         for run in range(len(self.runs) + 1, self.session.options.runs + 1):
             self.submit(p.QueryRequest(key=f"triage-run-{run}", original=True), Probe(), background=True)
 
-    def take(self, result: Result, search: WorkaroundSearch, lowering: Change) -> None:
+    def take(self, result: Result, search: WorkaroundSearch) -> None:
         probe = self.queries.pop(result.query.key, None)
         if probe is None:
             return
@@ -212,10 +219,21 @@ class Triaging:
         answer = self.answer(trial, result)
         self.answers[trial] = answer
         if trial.change.aten_fallback:
-            if trial.change == lowering and answer.verdict == "fixes" and len(self.ops) > 1:
-                self.start([Trial(Change(aten_fallback=(op,), family="lowering"), "minimal") for op in self.ops])
+            self.start(self.next_probes(trial.change, answer))
             return
         self.start(search.answer(trial, answer))
+
+    def next_probes(self, probe: Change, answer: Answer) -> list[Trial]:
+        """After a group of ops left to ATen: each op alone where the group fixed it, else the next group."""
+        if probe not in self.probes:
+            return []
+        ops = probe.aten_fallback
+        if answer.verdict == "fixes":
+            return (
+                [Trial(Change(aten_fallback=(op,), family="lowering"), "minimal") for op in ops] if len(ops) > 1 else []
+            )
+        later = self.probes[self.probes.index(probe) + 1 :]
+        return [Trial(later[0], "minimal")] if later else []
 
     def take_run(self, result: Result) -> None:
         verdict = self.verdict(result)
@@ -261,13 +279,13 @@ class Triaging:
         self.queries[query.key] = probe
         self.pool.submit(query, background)
 
-    def _minimal_query(self, key: str, change: Change, record_passes: bool = False) -> p.QueryRequest:
+    def _minimal_query(self, key: str, change: Change, record_compile: bool = False) -> p.QueryRequest:
         return p.QueryRequest(
             key=key,
             program=self.layout.repro_pt2,
             configs=change.inductor_configs,
             aten_fallback=as_lowered(change.aten_fallback),
-            record_passes=record_passes,
+            record_compile=record_compile,
         )
 
     def culprit(self, phase: str) -> Culprit:
@@ -292,7 +310,8 @@ class Triaging:
         elif singles:
             subsystem = "the kernel fusing " + ", ".join(singles)
         elif fixing:
-            subsystem = "lowering of " + ", ".join(self.ops) + " (together)"
+            together = next((c for c in fixing if c in self.probes), None)
+            subsystem = "lowering of " + ", ".join(together.aten_fallback if together else self.ops) + " (together)"
         else:
             subsystem = "unknown"
         if len(singles) > 1:

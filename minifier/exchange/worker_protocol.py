@@ -100,7 +100,8 @@ class QueryRequest:
     `aoti_compile_and_package(..., inductor_configs=configs)` would pass them); `compare`, check the
     compiled outputs against eager at the launcher's tolerance (the accuracy check) and report the largest
     difference; `aten_fallback`, ops (`aten.relu.default`) whose Inductor lowering is left to the ATen kernel
-    (the culprit's subsystem); `record_passes`, name the graph passes the compile applied."""
+    (the culprit's subsystem); `record_compile`, name the graph passes the compile applied and the ops it
+    lowered."""
 
     key: str
     kept: list[str] = field(default_factory=list)
@@ -115,7 +116,7 @@ class QueryRequest:
     configs: dict[str, Any] = field(default_factory=dict)
     compare: bool = False
     aten_fallback: list[str] = field(default_factory=list)
-    record_passes: bool = False
+    record_compile: bool = False
     type: Literal["query"] = "query"
 
 
@@ -204,7 +205,8 @@ class Outcome:
     poisoned: bool = False
     diverged: list[str] = field(default_factory=list)  # a probe's nodes off the reference, in graph order
     max_abs_error: float | None = None  # with `compare`: the largest difference from eager over all outputs
-    passes: list[str] = field(default_factory=list)  # with `record_passes`: the passes applied, in order
+    passes: list[str] = field(default_factory=list)  # with `record_compile`: the passes applied, in order
+    lowered: list[str] = field(default_factory=list)  # with `record_compile`: the ops lowered (after decompositions)
     type: Literal["outcome"] = "outcome"
 
 

@@ -1,5 +1,5 @@
 """Inductor switches one triage compile turns (worker side): which configs exist, an op's lowering left to
-ATen, and which graph passes a compile applied.
+ATen, and which graph passes a compile applied and which ops it lowered.
 
 Both hooks sit where PyTorch's CompilerBisector acts (torch/_inductor/compiler_bisector.py): Inductor asks
 `CompilerBisector.disable_subsystem` before it lowers a built-in op (a yes falls back to the ATen kernel) and
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 
 def config_values() -> dict[str, object]:
@@ -30,11 +31,20 @@ def config_values() -> dict[str, object]:
     return values
 
 
+@dataclass
+class Recorded:
+    """What one compile did: the graph passes it applied and the ops it lowered, by name, in order."""
+
+    passes: list[str] = field(default_factory=list)
+    lowered: list[str] = field(default_factory=list)
+
+
 @contextlib.contextmanager
-def switched(aten_fallback: list[str], passes: list[str] | None) -> Iterator[None]:
+def switched(aten_fallback: list[str], recorded: Recorded | None) -> Iterator[None]:
     """Inside, the ops named in `aten_fallback` (`aten.relu.default`) are not lowered but run as ATen
-    kernels, and when `passes` is a list, each graph pass applied is appended to it by name."""
-    if not aten_fallback and passes is None:
+    kernels, and `recorded` gets the passes applied and the ops lowered (after Inductor's decompositions: the
+    ops a fallback can name)."""
+    if not aten_fallback and recorded is None:
         yield
         return
     from torch._inductor.compiler_bisector import CompilerBisector
@@ -48,12 +58,16 @@ def switched(aten_fallback: list[str], passes: list[str] | None) -> Iterator[Non
             return False
         if subsystem == "lowerings":
             node = getattr(V.graph, "current_node", None)
-            return node is not None and str(node.target) in fallback
-        if passes is not None and debug_info is not None:
-            passes.append(str(debug_info()))
+            if node is None:
+                return False
+            if recorded is not None:
+                recorded.lowered.append(str(node.target))
+            return str(node.target) in fallback
+        if recorded is not None and debug_info is not None:
+            recorded.passes.append(str(debug_info()))
         return False
 
-    observing = _observing_passes(passes) if passes is not None else contextlib.nullcontext()
+    observing = _observing_passes(recorded.passes) if recorded is not None else contextlib.nullcontext()
     CompilerBisector.disable_subsystem = staticmethod(disable_subsystem)
     try:
         with observing:

@@ -191,13 +191,13 @@ class Worker:
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
         saved = self._save(ep, request.save_pt2, code)
         own_cache = os.path.join(self.init.work_dir, CACHES, request.key) if request.own_cache else None
-        passes: list[str] | None = [] if request.record_passes else None
+        recorded = switches.Recorded() if request.record_compile else None
         max_abs_error = None
         try:
             with (
                 recording_provenance() if request.provenance else contextlib.nullcontext(),
                 inductor_cache(own_cache),
-                switches.switched(request.aten_fallback, passes),
+                switches.switched(request.aten_fallback, recorded),
             ):
                 compiled = self._compile(ep, package, request.configs)
             if request.compare:
@@ -219,7 +219,8 @@ class Worker:
                 code=code,
                 pt2=saved,
                 poisoned=poisoned,
-                passes=passes or [],
+                passes=recorded.passes if recorded else [],
+                lowered=recorded.lowered if recorded else [],
             )
         finally:
             _remove(package)
@@ -233,7 +234,8 @@ class Worker:
             seconds=time.monotonic() - start,
             code=code,
             max_abs_error=max_abs_error,
-            passes=passes or [],
+            passes=recorded.passes if recorded else [],
+            lowered=recorded.lowered if recorded else [],
         )
 
     def standalone(self, request: p.StandaloneRequest) -> p.Reply:
