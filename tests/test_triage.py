@@ -59,6 +59,10 @@ def test_the_injected_relu_bug_names_relus_lowering(dumps, tmp_path):
     culprit = done.triage.culprit
     assert culprit.ops == ["aten.relu.default"]
     assert (culprit.phase, culprit.subsystem) == ("C++ compile", "lowering of aten.relu.default")
+    # one kernel: a fusion limit leaves Inductor's code as the failing compile's, which is not compiled again
+    trials = {next(iter(e.inductor_configs), ""): e for e in events if isinstance(e, TrialEvent) and e.on == "minimal"}
+    assert trials["max_fusion_size"].verdict == "fails" and "not compiled again" in trials["max_fusion_size"].detail
+    assert "not compiled again" not in trials["cpp.simdlen"].detail  # other code: compiled
     for workaround in done.triage.workarounds:  # whatever is listed, the original passed with it
         assert verified(events, workaround.inductor_configs)
 
@@ -82,3 +86,21 @@ def test_a_lying_fake_kernel_is_the_culprit_and_no_config_is_offered(dumps, tmp_
     assert "fake kernel gives float32[2, 20, 32], the op returns float32[2, 16, 32]" in culprit.detail
     assert done.triage.tried == 0 and done.triage.workarounds == []
     assert [e.on for e in events if isinstance(e, TrialEvent)] == ["original"]  # the rerun alone
+
+
+def test_the_code_fingerprint_counts_the_build_configs_and_not_the_codegen_ones():
+    """A trial is skipped when its code and build are the failing compile's: a config the C++ build reads
+    (its flags) makes another fingerprint, one that only shapes code that came out the same does not."""
+    import torch._inductor.config as inductor_config
+
+    from minifier.processes.switches import fingerprint
+
+    code = ("void kernel() {}", "", None, "cpu")
+    with inductor_config.patch({"cpp.max_horizontal_fusion_size": 1, "max_fusion_size": 1}):
+        codegen_only = fingerprint(*code)
+    assert codegen_only == fingerprint(*code)
+    with inductor_config.patch({"cpp.enable_unsafe_math_opt_flag": True}):
+        assert fingerprint(*code) != codegen_only
+    with inductor_config.patch({"aot_inductor.compile_wrapper_opt_level": "O0"}):
+        assert fingerprint(*code) != codegen_only
+    assert fingerprint("void kernel() { }", *code[1:]) != codegen_only

@@ -129,6 +129,7 @@ class Triaging:
         self.lies: list[p.FakeMismatch] = []
         self.lowered: list[str] = []
         self.probes: list[Change] = []  # groups of ops left to ATen, tried in turn
+        self.failing_code: str | None = None
 
     def run(self) -> Triage:
         graph = self.pool.call(p.DescribeRequest()).graph
@@ -137,6 +138,8 @@ class Triaging:
         self.target, _ = result_signature(baseline)
         if self.target is None or self.verdict(baseline) != "fails":
             raise DoesNotFail(f"the minimal repro does not fail here: {one_line(baseline) or 'it ran'}")
+        # a change that leaves Inductor's code as the baseline's is not compiled: it fails as the baseline did
+        self.failing_code = baseline.outcome.generated if baseline.outcome else None
         phase = phase_of(baseline, self.target)
         passes = baseline.outcome.passes if baseline.outcome else []
         # the ops Inductor lowered (decompositions applied: mish's log1p, relu_ as relu), else the graph's own
@@ -286,6 +289,7 @@ class Triaging:
             configs=change.inductor_configs,
             aten_fallback=as_lowered(change.aten_fallback),
             record_compile=record_compile,
+            failing_code=self.failing_code,
         )
 
     def culprit(self, phase: str) -> Culprit:

@@ -35,7 +35,10 @@ def result_signature(result: Result) -> tuple[Signature | None, ErrorAnalysis | 
 
 
 def classify(result: Result, target: Signature | None, check_str: str | None) -> Verdict:
-    """`fails` only for the same failure: the target signature, or the --check-str regex."""
+    """`fails` only for the same failure: the target signature, or the --check-str regex; and a compile
+    stopped because it generated a failing compile's code unchanged (QueryRequest.failing_code)."""
+    if result.outcome is not None and result.outcome.status == "unchanged":
+        return "fails"
     signature, _ = result_signature(result)
     if signature is None:
         return "export_error" if result.outcome and result.outcome.status == "export_error" else "passes"
@@ -62,6 +65,8 @@ def one_line(result: Result) -> str:
     """What a result says in one line: its error's signature, else the first line of its text or detail."""
     if result.outcome is None:
         return result.detail.splitlines()[0] if result.detail else ""
+    if result.outcome.status == "unchanged":
+        return "the failing compile's code, generated unchanged: not compiled again"
     if result.outcome.error is not None:
         return result.outcome.error.signature.describe()
     return result.outcome.text.splitlines()[0] if result.outcome.text else ""

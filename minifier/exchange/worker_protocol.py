@@ -100,8 +100,9 @@ class QueryRequest:
     `aoti_compile_and_package(..., inductor_configs=configs)` would pass them); `compare`, check the
     compiled outputs against eager at the launcher's tolerance (the accuracy check) and report the largest
     difference; `aten_fallback`, ops (`aten.relu.default`) whose Inductor lowering is left to the ATen kernel
-    (the culprit's subsystem); `record_compile`, name the graph passes the compile applied and the ops it
-    lowered."""
+    (the culprit's subsystem); `record_compile`, name the graph passes the compile applied, the ops it
+    lowered and the fingerprint of the code it generated; `failing_code`, such a fingerprint of a failing
+    compile: a compile generating that code stops before the C++ compile (Outcome status "unchanged")."""
 
     key: str
     kept: list[str] = field(default_factory=list)
@@ -117,6 +118,7 @@ class QueryRequest:
     compare: bool = False
     aten_fallback: list[str] = field(default_factory=list)
     record_compile: bool = False
+    failing_code: str | None = None
     type: Literal["query"] = "query"
 
 
@@ -196,7 +198,7 @@ class Outcome:
     """What happened to one candidate inside the worker (crashes and timeouts are seen by the driver)."""
 
     key: str
-    status: Literal["passed", "raised", "export_error"]
+    status: Literal["passed", "raised", "export_error", "unchanged"]
     seconds: float
     error: ErrorAnalysis | None = None
     text: str = ""
@@ -207,6 +209,7 @@ class Outcome:
     max_abs_error: float | None = None  # with `compare`: the largest difference from eager over all outputs
     passes: list[str] = field(default_factory=list)  # with `record_compile`: the passes applied, in order
     lowered: list[str] = field(default_factory=list)  # with `record_compile`: the ops lowered (after decompositions)
+    generated: str | None = None  # with `record_compile`: the generated code's fingerprint
     type: Literal["outcome"] = "outcome"
 
 

@@ -1,5 +1,5 @@
 """Inductor switches one triage compile turns (worker side): which configs exist, an op's lowering left to
-ATen, and which graph passes a compile applied and which ops it lowered.
+ATen, which graph passes a compile applied and which ops it lowered, and the code it generated.
 
 Both hooks sit where PyTorch's CompilerBisector acts (torch/_inductor/compiler_bisector.py): Inductor asks
 `CompilerBisector.disable_subsystem` before it lowers a built-in op (a yes falls back to the ATen kernel) and
@@ -11,7 +11,12 @@ serves other queries after it, so the switch is patched for one compile and put 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import importlib
+import inspect
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -31,20 +36,48 @@ def config_values() -> dict[str, object]:
     return values
 
 
+# Configs the package's build reads besides the generated code: every AOTI, CUDA and ROCm one (flags, what is
+# embedded), and those cpp.* ones the build modules name (the compiler, its flags, the vector ISA; most cpp.*
+# configs only shape the generated code). The metadata is filled in by each compile itself and the output path
+# names the package: neither is a choice.
+_BUILD_NAMESPACES = ("aot_inductor.", "cuda.", "rocm.")
+_BUILD_MODULES = ("torch._inductor.cpp_builder", "torch._inductor.cpu_vec_isa", "torch._inductor.codecache")
+_NOT_CHOSEN = ("aot_inductor.metadata", "aot_inductor.output_path")
+
+
+class UnchangedCode(Exception):
+    """The compile generated the code of a program known to fail: it is stopped before the C++ compile."""
+
+
+def stopped_unchanged(error: BaseException) -> bool:
+    """Whether `error` is UnchangedCode, as raised or as Inductor wraps it (InductorError)."""
+    seen: BaseException | None = error
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, UnchangedCode):
+            return True
+        seen = getattr(seen, "inner_exception", None) or seen.__cause__ or seen.__context__
+    return False
+
+
 @dataclass
 class Recorded:
-    """What one compile did: the graph passes it applied and the ops it lowered, by name, in order."""
+    """What one compile did: the graph passes it applied and the ops it lowered, by name, in order, and the
+    fingerprint of the code it generated (None when it failed before generating any)."""
 
     passes: list[str] = field(default_factory=list)
     lowered: list[str] = field(default_factory=list)
+    generated: str | None = None
 
 
 @contextlib.contextmanager
-def switched(aten_fallback: list[str], recorded: Recorded | None) -> Iterator[None]:
+def switched(aten_fallback: list[str], recorded: Recorded | None, failing_code: str | None = None) -> Iterator[None]:
     """Inside, the ops named in `aten_fallback` (`aten.relu.default`) are not lowered but run as ATen
     kernels, and `recorded` gets the passes applied and the ops lowered (after Inductor's decompositions: the
-    ops a fallback can name)."""
-    if not aten_fallback and recorded is None:
+    ops a fallback can name) and the generated code's fingerprint. A compile whose code has the fingerprint
+    `failing_code` raises UnchangedCode instead of compiling it: the same code fails the same way."""
+    if not aten_fallback and recorded is None and failing_code is None:
         yield
         return
     from torch._inductor.compiler_bisector import CompilerBisector
@@ -70,7 +103,7 @@ def switched(aten_fallback: list[str], recorded: Recorded | None) -> Iterator[No
     observing = _observing_passes(recorded.passes) if recorded is not None else contextlib.nullcontext()
     CompilerBisector.disable_subsystem = staticmethod(disable_subsystem)
     try:
-        with observing:
+        with observing, _fingerprinting(recorded, failing_code):
             yield
     finally:
         CompilerBisector.disable_subsystem = original
@@ -97,3 +130,56 @@ def _observing_passes(passes: list[str]) -> Iterator[None]:
         yield
     finally:
         GraphTransformObserver._check_disable_pass = check
+
+
+@contextlib.contextmanager
+def _fingerprinting(recorded: Recorded | None, failing_code: str | None) -> Iterator[None]:
+    """The fingerprint is taken where Inductor hands the package's generated code to the C++ compiler: the
+    wrapper and kernel source, the extern kernels, and the configs that compile reads. A config change that
+    leaves all of them as they were (a fusion limit on a one-kernel graph) cannot change the outcome."""
+    from torch._inductor.codecache import AotCodeCompiler
+
+    original = AotCodeCompiler.__dict__["compile"]
+
+    def compile(cls, graph, wrapper_code, kernel_code, serialized_extern_kernel_nodes, **kwargs):
+        generated = fingerprint(wrapper_code, kernel_code, serialized_extern_kernel_nodes, kwargs.get("device_type"))
+        if recorded is not None:
+            recorded.generated = generated
+        if generated == failing_code:
+            raise UnchangedCode(generated)
+        return original.__func__(cls, graph, wrapper_code, kernel_code, serialized_extern_kernel_nodes, **kwargs)
+
+    AotCodeCompiler.compile = classmethod(compile)
+    try:
+        yield
+    finally:
+        AotCodeCompiler.compile = original
+
+
+def fingerprint(*code: object) -> str:
+    build = _build_cpp_configs()
+    configs = {
+        name: value
+        for name, value in config_values().items()
+        if name not in _NOT_CHOSEN
+        and (name.startswith(_BUILD_NAMESPACES) or (name in build if build is not None else name.startswith("cpp.")))
+    }
+    digest = hashlib.sha256()
+    for part in (*code, json.dumps(configs, sort_keys=True, default=str)):
+        digest.update(str(part).encode())
+        digest.update(b"\0")
+    return digest.hexdigest()[:20]
+
+
+@functools.cache
+def _build_cpp_configs() -> frozenset[str] | None:
+    """The cpp.* configs Inductor's build modules read, named in their source (the names differ between torch
+    versions); None where a source cannot be read: every cpp.* config counts then."""
+    names: set[str] = set()
+    for module in _BUILD_MODULES:
+        try:
+            source = inspect.getsource(importlib.import_module(module))
+        except (ImportError, OSError, TypeError):
+            return None
+        names.update("cpp." + name for name in re.findall(r"\bconfig\.cpp\.(\w+)", source))
+    return frozenset(names)

@@ -197,7 +197,7 @@ class Worker:
             with (
                 recording_provenance() if request.provenance else contextlib.nullcontext(),
                 inductor_cache(own_cache),
-                switches.switched(request.aten_fallback, recorded),
+                switches.switched(request.aten_fallback, recorded, request.failing_code),
             ):
                 compiled = self._compile(ep, package, request.configs)
             if request.compare:
@@ -207,6 +207,8 @@ class Worker:
         except Exception as e:
             if disk_full(e):  # not a verdict on the candidate: nothing more can be compiled here
                 raise
+            if switches.stopped_unchanged(e):
+                return p.Outcome(key=request.key, status="unchanged", seconds=time.monotonic() - start, code=code)
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
             error = analyze_error(type(e).__name__, str(e), self.phase, raising_frame(e))
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
@@ -221,6 +223,7 @@ class Worker:
                 poisoned=poisoned,
                 passes=recorded.passes if recorded else [],
                 lowered=recorded.lowered if recorded else [],
+                generated=recorded.generated if recorded else None,
             )
         finally:
             _remove(package)
@@ -236,6 +239,7 @@ class Worker:
             max_abs_error=max_abs_error,
             passes=recorded.passes if recorded else [],
             lowered=recorded.lowered if recorded else [],
+            generated=recorded.generated if recorded else None,
         )
 
     def standalone(self, request: p.StandaloneRequest) -> p.Reply:
