@@ -69,24 +69,38 @@ def digests(folder: str) -> dict[str, str]:
 # --- two runs on one dump, a killed driver ------------------------------------------------------
 
 
-def test_a_second_run_on_the_same_dump_refuses_naming_the_first(dumps, tmp_path):
-    launcher = dumps.get(str(tmp_path), reproduced=True)
+def test_a_reproduction_is_waited_for_and_a_second_minify_refuses_naming_the_first(dumps, tmp_path):
+    """The editor reproduces a dump the moment it appears; the user's minify typed in a terminal meanwhile
+    waits for that `run` and goes on (a second `run` with --wait takes its failure.json instead of compiling
+    again), while a run started during the minify still exits 6 naming it."""
+    launcher = dumps.get(str(tmp_path))
     layout = DumpLayout.of(launcher)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-    )
-    until(lambda: (h := holder(layout.lock)) is not None and h.pid == first.pid, "the first run to hold the dump")
+
+    def start(command: str, *extra: str) -> subprocess.Popen:
+        argv = [sys.executable, "-m", "minifier", command, launcher, "--events", *extra]
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+
+    reproduction = start("run")
+    until(lambda: (h := holder(layout.lock)) is not None and h.pid == reproduction.pid, "the reproduction to hold it")
+    minify = start("minify", "--workers", "2")
+    again = start("run", "--wait")  # whichever of the two goes first, it queues behind the other
+    until(lambda: (h := holder(layout.lock)) is not None and h.pid == minify.pid, "the minify to follow it", 300)
     for command in ("minify", "run"):
         message = one_line_error(aoti_minify(command, launcher, "--events"), 6)
-        assert f"pid {first.pid} (aoti-minify minify, started " in message and "wait for it" in message
-    out, err = first.communicate(timeout=600)
-    assert first.returncode == 0, err[-3000:]
+        assert f"pid {minify.pid} (aoti-minify minify, started " in message and "wait for it" in message
+    results = {
+        name: (p, *p.communicate(timeout=600))
+        for name, p in [("reproduction", reproduction), ("minify", minify), ("again", again)]
+    }
+    for name, (proc, _, err) in results.items():
+        assert proc.returncode == 0, f"{name}: {err[-3000:]}"
+    _, out, err = results["minify"]
+    assert "is reproducing this dump: waiting for it, then using its result" in err
     done = events_of(out)[-1]
     assert isinstance(done, DoneEvent) and done.nodes == 1
+    _, out, err = results["again"]
+    assert "the run it waited for wrote" in out + err and "reproducing /" not in err  # nothing compiled
+    assert [type(e).__name__ for e in events_of(out)] == ["FailureEvent"]
     failure = json.load(open(layout.failure_json))
     assert repro_signature(layout.repro_py).message == failure["signature"]["message"]
     assert holder(layout.lock) is None

@@ -7,6 +7,9 @@ search. The lock belongs to the open file, so a holder that dies, even by SIGKIL
 file's text ({pid, command, started}) only names the holder. A run that ends cleanly empties it, so
 text found by the next holder means that the previous run was killed: its leftovers are suspect.
 
+A run may queue behind a holder instead of refusing (`queue_behind`): the one to come after a reproduction
+(`run`, often the editor's own, started the moment the dump appeared) is the user's minify typed in a terminal.
+
 Stdlib only: the language server reads the lock to tell whether a run on a dump is alive.
 """
 
@@ -17,6 +20,7 @@ import fcntl
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import wire
@@ -24,6 +28,7 @@ from . import wire
 # A reader (the language server asking "is anyone on it?") holds the lock for a moment: a run that
 # starts just then tries again rather than refuse.
 ACQUIRE_PATIENCE = 2.0
+QUEUE_POLL = 0.2  # while queued behind a holder: how often the lock is tried again
 
 
 @dataclass(frozen=True)
@@ -57,24 +62,23 @@ class DumpLock:
     def __init__(self, path: str) -> None:
         self.path = path
         self._fd: int | None = None
+        self.waited_for: list[LockInfo] = []  # the holders this run queued behind, in turn
 
-    def acquire(self, command: str) -> LockInfo | None:
-        """Take the lock, or raise DumpBusy. Returns the previous holder if it was killed (it left its
-        text behind), else None. OSError if the lock file cannot be created."""
+    def acquire(
+        self,
+        command: str,
+        queue_behind: Callable[[LockInfo], bool] = lambda holder: False,
+        on_queue: Callable[[LockInfo], None] = lambda holder: None,
+    ) -> LockInfo | None:
+        """Take the lock, or raise DumpBusy; a holder that `queue_behind` accepts is waited for instead
+        (`on_queue` is told each new one). Returns the previous holder if it was killed (it left its text
+        behind), else None. OSError if the lock file cannot be created."""
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        deadline = time.monotonic() + ACQUIRE_PATIENCE
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as e:
-                if e.errno not in (errno.EAGAIN, errno.EACCES) or time.monotonic() > deadline:
-                    holder = _read(fd)
-                    os.close(fd)
-                    if e.errno in (errno.EAGAIN, errno.EACCES):
-                        raise DumpBusy(self.path, holder or LockInfo(0, "", 0.0)) from None
-                    raise
-                time.sleep(0.05)
+        try:
+            self._take(fd, queue_behind, on_queue)
+        except BaseException:  # refused, or Ctrl-C while queued
+            os.close(fd)
+            raise
         self._fd = fd
         stale = _read(fd)
         try:
@@ -84,6 +88,26 @@ class DumpLock:
             self.release()
             raise
         return stale
+
+    def _take(self, fd: int, queue_behind: Callable[[LockInfo], bool], on_queue: Callable[[LockInfo], None]) -> None:
+        deadline = time.monotonic() + ACQUIRE_PATIENCE
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            holder = _read(fd)
+            if holder is not None and queue_behind(holder):
+                if holder not in self.waited_for:
+                    self.waited_for.append(holder)
+                    on_queue(holder)
+                time.sleep(QUEUE_POLL)
+            elif time.monotonic() > deadline:
+                raise DumpBusy(self.path, holder or LockInfo(0, "", 0.0))
+            else:
+                time.sleep(0.05)
 
     def release(self) -> None:
         """Say that the run ended cleanly (an empty file), then let go."""

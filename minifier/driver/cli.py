@@ -21,6 +21,7 @@ from ..contract.events import (
     Command,
     ErrorEvent,
     ExitCode,
+    FailureEvent,
     ReportEvent,
     error_code,
     exit_code,
@@ -98,6 +99,12 @@ def build_parser() -> argparse.ArgumentParser:
             "--devices", default="", help="GPU ids for the workers, e.g. 0,1 (CUDA_VISIBLE_DEVICES per worker)"
         )
         sub.add_argument("--check-str", default=None, help="regex the error must match (default: same signature)")
+        sub.add_argument(
+            "--wait",
+            action="store_true",
+            help="when another aoti-minify works on this dump, wait for it to finish instead of exiting 6 "
+            "(a reproduction, `aoti-minify run`, is waited for without it)",
+        )
         sub.add_argument("--output-dir", default=None, help="write outputs here instead of the launcher's folder")
         sub.add_argument(
             "--import",
@@ -307,7 +314,12 @@ def _execute(command: Command, session: Session, reporter: Reporter) -> int:
     if session.layout.root != session.layout.minifier_dir:
         reporter.say(f"outputs go to {session.layout.root} ({session.spec.path} is left as it is)")
     if command == "run":
-        failure = reproduce(session, reporter)
+        failure = session.reproduced_meanwhile()
+        reused = failure is not None
+        if failure is not None:  # the events say what a run of its own would have said
+            reporter.emit(FailureEvent(path=session.layout.failure_json, failure=failure))
+        else:
+            failure = reproduce(session, reporter)
         if failure is None:
             return _fail(
                 reporter,
@@ -320,7 +332,7 @@ def _execute(command: Command, session: Session, reporter: Reporter) -> int:
             reporter.result(f"kernel: {failure.kernel.name or '?'} at {failure.kernel.file}:{failure.kernel.line}")
         for line in failure.model_lines:
             reporter.result(f"model: {line.file}:{line.line} ({line.node})")
-        reporter.result(f"wrote {session.layout.failure_json}")
+        reporter.result(f"{'the run it waited for wrote' if reused else 'wrote'} {session.layout.failure_json}")
         return ExitCode.OK
     if command == "triage":
         return _triaged(session, reporter)

@@ -6,14 +6,15 @@ Torch-free: the driver process only parses, schedules and writes; workers do all
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..contract.artifacts import output_error, prepare, recover
 from ..contract.events import Command, Failure, load_failure
 from ..contract.launcher import LauncherSpec, read_launcher
 from ..contract.layout import DumpLayout
-from ..contract.lock import DumpLock
+from ..contract.lock import DumpLock, LockInfo
 from ..exchange import worker_protocol as p
 from ..processes.pool import Pool, PoolConfig, fork_server
 from .options import Options
@@ -26,6 +27,7 @@ class Session:
     spec: LauncherSpec
     layout: DumpLayout
     accuracy: str
+    waited_for: list[LockInfo] = field(default_factory=list)  # the runs this one queued behind for the dump
 
     @classmethod
     def open(cls, options: Options) -> Session:
@@ -40,12 +42,27 @@ class Session:
         """Hold the dump's lock for a whole `run` or `minify` (minifier.contract.lock); DumpBusy if another run
         holds it. Only then do the run's events go to the dump's events log too (a run refused must not
         look, to an editor tailing it, like one that failed), and what a killed earlier run left
-        half-written is removed, and said."""
+        half-written is removed, and said.
+
+        A reproduction holding the dump (`run`: the editor starts one the moment a dump appears) is waited for,
+        its failure.json then used; with --wait, any run is."""
+
+        def queue_behind(holder: LockInfo) -> bool:
+            return self.options.wait or holder.command == "run"
+
+        def on_queue(holder: LockInfo) -> None:
+            if holder.command == "run" and not self.options.wait:
+                reporter.say(f"{holder.describe()} is reproducing this dump: waiting for it, then using its result")
+            else:
+                reporter.say(f"waiting for {holder.describe()} to finish (--wait)")
+
         lock = DumpLock(self.layout.lock)
         try:
-            killed = lock.acquire(command)
+            killed = lock.acquire(command, queue_behind, on_queue)
         except OSError as e:
             raise output_error(self.layout.lock, e) from e
+        finally:
+            self.waited_for = lock.waited_for
         try:
             reporter.record_to(self.layout.events_log, command, self.spec.path)
             removed = recover(self.layout)
@@ -88,6 +105,15 @@ class Session:
             timeout=self.options.timeout,
             keep_warm=self.options.keep_warm,
         )
+
+    def reproduced_meanwhile(self) -> Failure | None:
+        """The failure a reproduction this run queued behind wrote (None if none wrote one since it started)."""
+        runs = [holder for holder in self.waited_for if holder.command == "run"]
+        try:
+            fresh = bool(runs) and os.path.getmtime(self.layout.failure_json) >= min(r.started for r in runs)
+        except OSError:
+            return None
+        return self.saved_failure() if fresh else None
 
     def saved_failure(self) -> Failure | None:
         """What an earlier `aoti-minify run` wrote, if anything readable."""
