@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
+from minifier.contract.lock import holder as lock_holder
+
 from .capture import capture_actions
 from .diagnostics import SOURCE
 from .failures import FailureRecord, uri_of
@@ -110,6 +112,14 @@ class Actions(Feature):
         if record is None:
             return
         job = ls.jobs.running(record.id)
+        if job is None and (other := await self._minified_elsewhere(record)) is not None:
+            hint = " (Cancel stops it as Ctrl-C would)" if record.external is not None else ""
+            ls.tell(
+                f"{record.id}: {other}, started outside the editor, is minifying it: following it{hint}",
+                types.MessageType.Info,
+            )
+            await ls.show(graph_uri(record.id), "the shrinking graph")
+            return
         if job is None or job.kind != "minify":
             if not _allowed(ls, record):
                 return
@@ -148,15 +158,39 @@ class Actions(Feature):
         if ls.jobs.running(record.id) is None:
             ls.jobs.start(record, "triage", user=True)
 
+    async def _minified_elsewhere(self, record: FailureRecord) -> str | None:
+        """The minify or triage a terminal runs on this dump, followed from now on; None if there is none. The
+        dump's lock names it before the events log does (the log is read every half second)."""
+        ls = self.ls
+        if record.external is None and (holder := lock_holder(record.layout.lock)) is not None:
+            if holder.command not in ("minify", "triage") or holder.pid in ls.jobs.pids:
+                return None
+            await ls.live.follow([record])
+            if record.external is None:  # no events log of it (yet): the lock is all there is to name it
+                return holder.describe()
+        if record.external is None or record.external.command not in ("minify", "triage"):
+            return None
+        return f"aoti-minify {record.external.command} (pid {record.external.pid})"
+
     def cancel(self, failure_id: str) -> None:
         ls = self.ls
         record = _lookup(ls, failure_id)
         if record is None or ls.jobs.cancel(record.id, "cancelled by the user"):
             return
-        if record.external is not None and stop(record.external):
-            ls.log(f"{record.id}: sent SIGINT to aoti-minify (pid {record.external.pid}) started outside the editor")
-        else:
+        if record.external is None:
             ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
+        elif not ls.settings.trusted:  # a signal to another program is an action on the workspace too
+            ls.tell(UNTRUSTED)
+        elif stop(record.external):
+            other = f"aoti-minify {record.external.command} (pid {record.external.pid})"
+            ls.log(f"{record.id}: sent SIGINT to {other} started outside the editor")
+            ls.tell(
+                f"{record.id}: stopped {other}, started outside the editor, as Ctrl-C would: "
+                "it keeps its best checkpoint as repro.py",
+                types.MessageType.Info,
+            )
+        else:
+            ls.tell(f"{record.id}: aoti-minify (pid {record.external.pid}) could not be stopped from here")
 
     def report(self, failure_id: str) -> None:
         ls = self.ls

@@ -61,7 +61,9 @@ async def test_a_killed_server_leaves_no_process_and_its_restart_shows_the_last_
 CHECKPOINT = re.compile(r"# (\d+) -> (\d+) nodes")
 
 
-async def test_a_dump_another_run_holds_is_left_alone_and_minifying_it_names_that_run(tmp_path):
+async def test_a_dump_a_terminal_minifies_is_left_alone_followed_by_minify_and_refused_by_triage(tmp_path):
+    """The editor's Minify during a terminal's minify follows that run instead of starting its own; a workaround
+    search cannot share the dump, and says whose it is."""
     ws = str(tmp_path / "ws")
     launcher = fake_dump(ws, failure=False)
     with DumpLock(DumpLayout.of(launcher).lock) as lock:
@@ -74,7 +76,15 @@ async def test_a_dump_another_run_holds_is_left_alone_and_minifying_it_names_tha
             )
             # the failure list that says so is a notification of its own, which may follow the log line
             await until(lambda: client.state(launcher) == "found", "the failure listed as found, not reproducing")
-            await client.command("aoti.minify", client.item(launcher)["id"])  # the real minifier: it stops at once
+            await client.command("aoti.minify", client.item(launcher)["id"])
+            following = f"pid {os.getpid()} (aoti-minify minify, started "
+            told = await until(
+                lambda: [m.message for m in client.messages if following in m.message and "following it" in m.message],
+                "the editor's minify to follow the terminal's",
+            )
+            assert "started outside the editor, is minifying it" in told[0]
+            assert client.state(launcher) == "found" and not client.logged("started .* -m minifier minify")
+            await client.command("aoti.triage", client.item(launcher)["id"])  # the real minifier: it stops at once
             await until(lambda: client.state(launcher) == "error", "the refusal")
             message = client.item(launcher)["message"]
             assert message.startswith(f"another aoti-minify works on this dump: pid {os.getpid()} (aoti-minify minify")
