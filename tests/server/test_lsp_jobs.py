@@ -7,11 +7,14 @@ import asyncio
 import glob
 import os
 import re
+import sys
 
 import pytest
 from lsp_helpers import AotiClient, alive, lsp_session, processes_in, until, uri
 from lsprotocol import types
 
+from minifier.contract.layout import DumpLayout
+from minifier.contract.lock import holder as lock_holder
 from minifier.exchange.worklog import forked_by
 
 pytestmark = pytest.mark.compile
@@ -164,3 +167,32 @@ async def test_discovery_warms_the_workers_for_the_first_minify(tmp_path, dumps)
         await until(lambda: client.state(a) == "minimized", "a to be minimized", timeout=300)
         logs = glob.glob(os.path.join(work, "worker-*.log"))
         assert set().union(*(forked_by(open(log).read()) for log in logs)) == {int(warm)}
+
+
+async def test_a_terminal_minify_during_the_editors_reproduction_waits_for_it_and_is_followed(tmp_path, dumps):
+    """The common flow: a dump appears, the editor reproduces it in the background, and meanwhile the user types
+    the minify command PyTorch printed. The terminal's minify waits for the reproduction (no exit 6), then runs,
+    shown live in the editor: its state, the shrinking graph, and repro.py's diagnostic at the end."""
+    ws = tmp_path / "ws"
+    launcher = dumps.get(str(ws / "a"))  # no failure.json: reproduced in the background at once
+    layout = DumpLayout.of(launcher)
+    async with lsp_session(str(ws), settings={"trusted": True, "keepWarm": 0}) as client:
+        await until(lambda: (h := lock_holder(layout.lock)) is not None and h.command == "run", "the reproduction")
+        terminal = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "minifier", "minify", launcher, "--workers", "2",
+            cwd=os.path.dirname(launcher), stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        item = await until(
+            lambda: (i := client.item(launcher)) and i["externalPid"] == terminal.pid and i, "the minify", timeout=120
+        )
+        assert item["state"] == "minifying" and "started outside the editor" in item["message"]
+        assert client.logged(r": run ended: reproduced in \d+ s"), "the editor's reproduction ended first, with its result"
+        failure_id = item["id"]
+        [on_repro] = await until(lambda: client.diagnostics.get(uri(layout.repro_py)), "repro.py's diagnostic", 300)
+        assert on_repro.message.startswith("minimal repro: 1 node")
+        _, err = await terminal.communicate()
+        assert terminal.returncode == 0, err.decode()[-3000:]
+        assert "is reproducing this dump: waiting for it, then using its result" in err.decode()
+        await until(lambda: client.state(launcher) == "minimized", "the end of the terminal's minify")
+        assert client.minified_nodes(f"aoti:/{failure_id}/graph.py")[-1] == 1  # the live graph followed it
+    assert not [m for m in client.messages if m.type == types.MessageType.Error]
