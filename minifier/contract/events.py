@@ -48,7 +48,8 @@ EXIT_MEANINGS = {
     ExitCode.BAD_INPUT: "bad input: not an AOTI launcher, missing or corrupt .pt2, unwritable output folder",
     ExitCode.ENVIRONMENT: "environment: no C++ compiler, no torch in this interpreter, workers cannot start, disk full",
     ExitCode.INTERNAL: "internal error (a bug in aoti-lens; the message says where the logs are)",
-    ExitCode.BUSY: "another aoti-minify works on this dump (the message names its pid); nothing was touched",
+    ExitCode.BUSY: "another aoti-minify works on this dump (the message names its pid; a reproduction is waited for, "
+    "any run with --wait); nothing was touched",
     ExitCode.CANCELLED: "cancelled (SIGINT/SIGTERM); the best checkpoint so far is kept as repro.py",
 }
 
