@@ -2,7 +2,8 @@
 
 Per failure: one on the launcher's `run_repro` line (or line 0 when the launcher is unusable), one
 on the failing kernel line with relatedInformation to the model's own source lines and the
-launcher, and one on repro.py once there is one. `data` carries the failure id for code actions.
+launcher, one on each lying fake kernel that is defined in the workspace (`aoti-minify run` found it), and one
+on repro.py once there is one. `data` carries the failure id for code actions.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Diagnostics(Feature):
         self._published: dict[str, list[types.Diagnostic]] = {}
 
     def failures_changed(self, records: list[FailureRecord]) -> None:
-        current = collect(records)
+        current = collect(records, self.ls.folders())
         for uri, diagnostic in self.ls.workarounds.diagnostics(records):
             current.setdefault(uri, []).append(diagnostic)
         for uri in sorted(set(current) | set(self._published)):
@@ -40,10 +41,10 @@ class Diagnostics(Feature):
         self._published = current
 
 
-def collect(records: Iterable[FailureRecord]) -> dict[str, list[types.Diagnostic]]:
+def collect(records: Iterable[FailureRecord], workspace: list[str]) -> dict[str, list[types.Diagnostic]]:
     out: dict[str, list[types.Diagnostic]] = {}
     for record in records:
-        for uri, diagnostic in for_record(record):
+        for uri, diagnostic in [*for_record(record), *_fake_kernels(record, workspace)]:
             out.setdefault(uri, []).append(diagnostic)
     return out
 
@@ -110,6 +111,38 @@ def for_record(record: FailureRecord) -> Iterator[tuple[str, types.Diagnostic]]:
                 data=data,
             ),
         )
+
+
+def _fake_kernels(record: FailureRecord, workspace: list[str]) -> Iterator[tuple[str, types.Diagnostic]]:
+    """A custom op's fake kernel that tells export other sizes than the op returns, at its definition: compiled
+    code trusts it whatever Inductor does, so that is where the fix goes."""
+    if record.failure is None or record.spec is None:
+        return
+    launcher = types.DiagnosticRelatedInformation(
+        location=types.Location(uri=uri_of(record.launcher), range=_line(record.spec.run_repro_line)),
+        message=f"AOTI minifier launcher of {record.id}",
+    )
+    for lie in record.failure.fake_kernels:
+        if not (lie.file and lie.line and os.path.isfile(lie.file) and _inside(lie.file, workspace)):
+            continue
+        yield (
+            uri_of(lie.file),
+            types.Diagnostic(
+                range=_line(lie.line - 1),
+                severity=types.DiagnosticSeverity.Warning,
+                source=SOURCE,
+                code="fake_kernel",
+                message=f"the fake kernel of {lie.op} gives {lie.fake}, the op returns {lie.real} (node {lie.node}): "
+                f"compiled code trusts the fake kernel (AOTI failure {record.id})",
+                related_information=[launcher],
+                data={"failureId": record.id},
+            ),
+        )
+
+
+def _inside(path: str, folders: list[str]) -> bool:
+    path = os.path.realpath(path)
+    return any(os.path.commonpath([path, os.path.realpath(folder)]) == os.path.realpath(folder) for folder in folders)
 
 
 def _launcher_severity(record: FailureRecord) -> types.DiagnosticSeverity:

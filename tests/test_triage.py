@@ -4,14 +4,18 @@ config avoids (no false claim)."""
 
 from __future__ import annotations
 
+import linecache
 import os
 
 import pytest
 from conftest import aoti_minify, events_of
 
-from minifier.contract.events import TriageEvent, TrialEvent, load_triage
+from minifier.contract.events import TriageEvent, TrialEvent, load_failure, load_triage
+from minifier.contract.layout import DumpLayout
+from minifier.examples import custom_ops
 
 pytestmark = pytest.mark.compile
+OP = "aoti_lens_examples.pool_tokens.default"
 
 
 def triaged(launcher: str, *extra: str) -> tuple[list, TriageEvent]:
@@ -80,12 +84,21 @@ def test_a_lying_fake_kernel_is_the_culprit_and_no_config_is_offered(dumps, tmp_
     """A custom op whose register_fake gives other sizes than the op returns (under dynamic shapes): compiled
     code trusts the fake kernel, so no Inductor config can be the fix; triage names the op and its lie."""
     launcher = dumps.get(str(tmp_path), workload="nn-mlp-dynamic_fake-accuracy")
-    events, done = triaged(launcher, "--accuracy", "--import", "minifier.examples.custom_ops", "--runs", "1")
+    options = ("--accuracy", "--import", "minifier.examples.custom_ops")
+    # named at `run` time already, with the line that registers the fake kernel (the editor's diagnostic there)
+    proc = aoti_minify("run", launcher, "--events", *options)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [lie] = load_failure(DumpLayout.of(launcher).failure_json).fake_kernels
+    assert (lie.op, lie.fake, lie.real) == (OP, "float32[2, 20, 32]", "float32[2, 16, 32]")
+    assert lie.file == custom_ops.__file__
+    assert linecache.getline(lie.file, lie.line).startswith("@pool_tokens.register_fake")
+    assert "its fake kernel gives float32[2, 20, 32], the op returns float32[2, 16, 32]" in proc.stderr
+    events, done = triaged(launcher, *options, "--runs", "1")
     culprit = done.triage.culprit
-    assert culprit.subsystem == "fake kernel of aoti_lens_examples.pool_tokens.default"
+    assert culprit.subsystem == f"fake kernel of {OP}"
     assert "fake kernel gives float32[2, 20, 32], the op returns float32[2, 16, 32]" in culprit.detail
     assert done.triage.tried == 0 and done.triage.workarounds == []
-    assert [e.on for e in events if isinstance(e, TrialEvent)] == ["original"]  # the rerun alone
+    assert not [e for e in events if isinstance(e, TrialEvent)]  # no config tried; the run above was the one run
 
 
 def test_the_code_fingerprint_counts_the_build_configs_and_not_the_codegen_ones():

@@ -79,6 +79,23 @@ class SourceLine:
 
 
 @dataclass(frozen=True)
+class FakeMismatch:
+    """A node whose eager value is not what its fake (meta) kernel told export: compiled code sizes and
+    reads it as the fake kernel said, eager code as it is (a custom op's `register_fake` that lies). `file` and
+    `line`: where that fake kernel is defined, when it is Python."""
+
+    node: str
+    op: str
+    fake: str  # dtype[sizes] by the fake kernel, symbols at the inputs' sizes
+    real: str  # dtype[sizes] of the eager value
+    file: str | None = None
+    line: int | None = None
+
+    def describe(self) -> str:
+        return f"{self.node} ({self.op}): its fake kernel gives {self.fake}, the op returns {self.real}"
+
+
+@dataclass(frozen=True)
 class Failure:
     """What `aoti-minify run` learned about a failure; saved as failure.json beside the launcher."""
 
@@ -94,6 +111,7 @@ class Failure:
     torch_version: str = ""
     device: str = "cpu"
     seconds: float = 0.0
+    fake_kernels: list[FakeMismatch] = field(default_factory=list)  # custom ops whose fake kernel lies
     v: int = SCHEMA_VERSION
 
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from ..contract.artifacts import write_failure
-from ..contract.events import Failure, FailureEvent
+from ..contract.events import Failure, FailureEvent, FakeMismatch
 from ..exchange import worker_protocol as p
 from ..exchange.provenance import failing_kernel, model_lines, read_kernel_source, resolve_kernel
 from ..exchange.worker_protocol import GraphInfo
 from ..exchange.worklog import provenance_in
-from ..processes.pool import Result
+from ..processes.pool import Pool, Result, WorkerLost
 from .reporter import Reporter
 from .session import Session
 from .verdicts import classify, result_signature
@@ -29,14 +30,31 @@ def reproduce(session: Session, reporter: Reporter) -> Failure | None:
         [result] = pool.evaluate(
             [p.QueryRequest(key=ORIGINAL_KEY, original=True, provenance=True)], on_result=lambda r: True
         )
+        if classify(result, None, session.check_str) != "fails":
+            return None
+        lies = fake_kernel_lies(pool, session, reporter)
     finally:
         pool.close()
-    if classify(result, None, session.check_str) != "fails":
-        return None
-    failure = describe_failure(session, graph, result, time.monotonic() - started)
+    failure = replace(describe_failure(session, graph, result, time.monotonic() - started), fake_kernels=lies)
+    for lie in lies:
+        where = f" (its fake kernel: {lie.file}:{lie.line})" if lie.file else ""
+        reporter.log(f"{lie.describe()}: compiled code trusts the fake kernel{where}", "warning")
     path = write_failure(session.layout, failure)
     reporter.emit(FailureEvent(path=path, failure=failure))
     return failure
+
+
+def fake_kernel_lies(pool: Pool, session: Session, reporter: Reporter) -> list[FakeMismatch]:
+    """The custom ops of the original whose fake kernel tells export other sizes than they return, from one
+    eager run: whatever Inductor does, compiled code trusts those sizes, so the fix is the fake kernel."""
+    try:
+        checked = pool.call(p.FakeCheckRequest(), timeout=session.options.timeout)
+    except WorkerLost as e:
+        reporter.log(f"the eager run that checks the fake kernels lost its worker: {e.reason}", "warning")
+        return []
+    if checked.error:
+        reporter.log(f"the fake kernels could not be checked: {checked.error}", "warning")
+    return checked.mismatches
 
 
 def describe_failure(session: Session, graph: GraphInfo, result: Result, seconds: float) -> Failure:

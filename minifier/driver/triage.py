@@ -12,7 +12,6 @@ repro.py and a `triage` event.
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
 import re
@@ -21,17 +20,27 @@ from dataclasses import dataclass, replace
 
 from ..contract import wire
 from ..contract.artifacts import read_repro_graph, repro_stopped, write_text
-from ..contract.events import Culprit, Rejected, Triage, TriageEvent, TrialEvent, TrialVerdict, Verdict, Workaround
+from ..contract.events import (
+    Culprit,
+    FakeMismatch,
+    Rejected,
+    Triage,
+    TriageEvent,
+    TrialEvent,
+    TrialVerdict,
+    Verdict,
+    Workaround,
+)
 from ..contract.signature import Signature
 from ..exchange import worker_protocol as p
-from ..processes.pool import Pool, Result, WorkerLost
+from ..processes.pool import Pool, Result
 from .minify import DoesNotFail, minify
 from .reporter import Reporter
+from .reproduce import fake_kernel_lies
 from .session import Session
 from .verdicts import classify, one_line, result_signature
 from .workarounds import NO_CHANGE, Answer, Change, Trial, WorkaroundSearch, candidates
 
-VALUES = "triage-values.pt"  # in the scratch folder, while the eager run's values are checked
 _OP = re.compile(r"torch\.ops\.([\w]+\.[\w]+\.[\w]+)\(")
 _FRAME = re.compile(r'File "([^"]+)", line \d+')
 # Where in torch a failure's innermost frame lies says the phase it failed in (the innermost match wins).
@@ -126,7 +135,7 @@ class Triaging:
         self.answers: dict[Trial, Answer] = {}
         self.target: Signature | None = None
         self.runs: list[Verdict] = []
-        self.lies: list[p.FakeMismatch] = []
+        self.lies: list[FakeMismatch] = []
         self.lowered: list[str] = []
         self.probes: list[Change] = []  # groups of ops left to ATen, tried in turn
         self.failing_code: str | None = None
@@ -182,24 +191,12 @@ class Triaging:
         lies makes compiled code wrong, whatever Inductor does)."""
         key = "triage-minimal"
         self.pool.submit(self._minimal_query(key, NO_CHANGE, record_compile=True))
-        self.lies = self.fake_kernel_lies()
+        self.lies = [m for m in fake_kernel_lies(self.pool, self.session, self.reporter) if m.op in self.ops]
         while self.pool.in_flight():
             for result in self.pool.wait():
                 if result.query.key == key:
                     return result
         raise RuntimeError("the minimal graph's compile gave no answer")
-
-    def fake_kernel_lies(self) -> list[p.FakeMismatch]:
-        path = os.path.join(self.layout.work, VALUES)
-        try:
-            stored = self.pool.call(p.ValuesRequest(path=path), timeout=self.session.options.timeout)
-        except WorkerLost as e:
-            self.reporter.log(f"the eager run that checks the fake kernels lost its worker: {e.reason}", "warning")
-            return []
-        finally:
-            with contextlib.suppress(OSError):
-                os.remove(path)
-        return [m for m in stored.mismatches if m.op in self.ops]
 
     def rerun_original(self) -> None:
         """The original's unchanged runs, behind the minimal graph's trials; the run that wrote failure.json

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..contract import wire
-from ..contract.events import SourceLine
+from ..contract.events import FakeMismatch, SourceLine
 from ..contract.launcher import LauncherSpec
 from ..contract.signature import ErrorAnalysis
 
@@ -73,6 +73,21 @@ class ValuesRequest:
 
     path: str
     type: Literal["values"] = "values"
+
+
+@dataclass(frozen=True)
+class FakeCheckRequest:
+    """Run the original graph eagerly once, when it calls custom ops, and check each custom op's value against
+    its fake kernel (nothing stored: `aoti-minify run` asks it beside the failure)."""
+
+    type: Literal["fake_check"] = "fake_check"
+
+
+@dataclass(frozen=True)
+class FakeChecked:
+    mismatches: list[FakeMismatch] = field(default_factory=list)
+    error: str | None = None  # the check itself failed (nothing is known)
+    type: Literal["fake_checked"] = "fake_checked"
 
 
 @dataclass(frozen=True)
@@ -146,7 +161,14 @@ def code_beside(pt2: str) -> str:
 
 
 Request = (
-    InitRequest | DescribeRequest | ValuesRequest | WarmRequest | QueryRequest | StandaloneRequest | ConfigsRequest
+    InitRequest
+    | DescribeRequest
+    | ValuesRequest
+    | FakeCheckRequest
+    | WarmRequest
+    | QueryRequest
+    | StandaloneRequest
+    | ConfigsRequest
 )
 
 
@@ -162,20 +184,6 @@ class Ready:
 class Described:
     graph: GraphInfo
     type: Literal["described"] = "described"
-
-
-@dataclass(frozen=True)
-class FakeMismatch:
-    """A node whose eager value is not what its fake (meta) kernel told export: compiled code sizes and
-    reads it as the fake kernel said, eager code as it is (a custom op's `register_fake` that lies)."""
-
-    node: str
-    op: str
-    fake: str  # dtype[sizes] by the fake kernel, symbols at the inputs' sizes
-    real: str  # dtype[sizes] of the eager value
-
-    def describe(self) -> str:
-        return f"{self.node} ({self.op}): its fake kernel gives {self.fake}, the op returns {self.real}"
 
 
 @dataclass(frozen=True)
@@ -239,13 +247,14 @@ class WorkerFailed:
     type: Literal["failed"] = "failed"
 
 
-Reply = Ready | Described | ValuesStored | Warmed | Outcome | StandaloneCode | Configs | WorkerFailed
+Reply = Ready | Described | ValuesStored | FakeChecked | Warmed | Outcome | StandaloneCode | Configs | WorkerFailed
 # The replies that answer one request; the pool handles the others (Ready, Warmed, WorkerFailed) itself.
-Answer = Described | ValuesStored | Outcome | StandaloneCode | Configs
+Answer = Described | ValuesStored | FakeChecked | Outcome | StandaloneCode | Configs
 # What a pool's `call` (one request, one reply) gets for each request it may send.
 CALL_ANSWERS: dict[type, type] = {
     DescribeRequest: Described,
     ValuesRequest: ValuesStored,
+    FakeCheckRequest: FakeChecked,
     StandaloneRequest: StandaloneCode,
     QueryRequest: Outcome,
     ConfigsRequest: Configs,
@@ -255,6 +264,7 @@ _REQUESTS = {
     "init": InitRequest,
     "describe": DescribeRequest,
     "values": ValuesRequest,
+    "fake_check": FakeCheckRequest,
     "warm": WarmRequest,
     "query": QueryRequest,
     "standalone": StandaloneRequest,
@@ -264,6 +274,7 @@ _REPLIES = {
     "ready": Ready,
     "described": Described,
     "values_stored": ValuesStored,
+    "fake_checked": FakeChecked,
     "warmed": Warmed,
     "outcome": Outcome,
     "standalone_code": StandaloneCode,

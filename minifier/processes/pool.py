@@ -256,6 +256,8 @@ class Pool:
     @overload
     def call(self, request: p.ValuesRequest, timeout: float | None = None) -> p.ValuesStored: ...
     @overload
+    def call(self, request: p.FakeCheckRequest, timeout: float | None = None) -> p.FakeChecked: ...
+    @overload
     def call(self, request: p.StandaloneRequest, timeout: float | None = None) -> p.StandaloneCode: ...
     @overload
     def call(self, request: p.QueryRequest, timeout: float | None = None) -> p.Outcome: ...
@@ -263,7 +265,12 @@ class Pool:
     def call(self, request: p.ConfigsRequest, timeout: float | None = None) -> p.Configs: ...
     def call(
         self,
-        request: p.DescribeRequest | p.ValuesRequest | p.StandaloneRequest | p.QueryRequest | p.ConfigsRequest,
+        request: p.DescribeRequest
+        | p.ValuesRequest
+        | p.FakeCheckRequest
+        | p.StandaloneRequest
+        | p.QueryRequest
+        | p.ConfigsRequest,
         timeout: float | None = None,
     ) -> p.Answer:
         """Send one request to the first ready worker and wait for its reply, `timeout`

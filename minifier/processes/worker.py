@@ -84,6 +84,8 @@ class Worker:
             return p.Described(graph=describe(self.flat))
         if isinstance(request, p.ValuesRequest):
             return self.store_values(request.path)
+        if isinstance(request, p.FakeCheckRequest):
+            return self.check_fakes()
         if isinstance(request, p.WarmRequest):
             return self.warm()
         if isinstance(request, p.StandaloneRequest):
@@ -140,6 +142,18 @@ class Worker:
             poisoned=_poisons_cuda(error or ""),
             mismatches=fake_mismatches(self.flat, values),
         )
+
+    def check_fakes(self) -> p.Reply:
+        from ..program.graph import calls_custom_ops, concrete_values, fake_mismatches
+
+        try:
+            if not calls_custom_ops(self.flat):  # built-in ops' fake kernels are PyTorch's own: not run for them
+                return p.FakeChecked()
+            phase("values", "fake kernels")
+            values, _ = concrete_values(self.flat)
+            return p.FakeChecked(mismatches=fake_mismatches(self.flat, values))
+        except Exception as e:  # a check beside the failure: it must not become one
+            return p.FakeChecked(error=f"{type(e).__name__}: {e}"[:2000])
 
     def warm(self) -> p.Reply:
         """The seconds of imports and first-trace set-up that a fresh worker's first candidate would pay,

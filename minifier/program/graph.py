@@ -16,6 +16,7 @@ and lose the node that binds the symbol.
 
 from __future__ import annotations
 
+import inspect
 import operator
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -30,12 +31,15 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.utils import _pytree as pytree
 from torch.utils._sympy.numbers import int_oo
 
-from ..contract.events import SourceLine
+from ..contract.events import FakeMismatch, SourceLine
 from ..exchange.provenance import user_frame
-from ..exchange.worker_protocol import FakeMismatch, GraphInfo, NodeInfo
+from ..exchange.worker_protocol import GraphInfo, NodeInfo
 from .branches import Branch, Rebuilt, branch_values, branches_of, fed_name, operands, rebuild
 
 _PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
+
+# Namespaces of PyTorch's own ops, whose fake kernels PyTorch writes (and tests).
+_BUILT_IN = ("aten", "prims", "prim", "quantized", "_quant", "higher_order")
 
 
 @dataclass
@@ -225,10 +229,47 @@ def fake_mismatches(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[
         if None in fake:  # a size the inputs do not determine
             continue
         if (val.dtype, fake) != (real.dtype, list(real.shape)):
+            file, line = _fake_kernel_source(node.target)
             found.append(
-                FakeMismatch(node=node.name, op=str(node.target), fake=_sized(val.dtype, fake), real=_shape(real))
+                FakeMismatch(
+                    node=node.name,
+                    op=str(node.target),
+                    fake=_sized(val.dtype, fake),
+                    real=_shape(real),
+                    file=file,
+                    line=line,
+                )
             )
     return found
+
+
+def calls_custom_ops(flat: FlatProgram) -> bool:
+    """Whether the graph calls an op of a library's own (its fake kernel written by that library's author)."""
+    return any(
+        node.op == "call_function"
+        and isinstance(node.target, torch._ops.OpOverload)
+        and node.target.namespace not in _BUILT_IN
+        for node in flat.graph.nodes
+    )
+
+
+def _fake_kernel_source(op: object) -> tuple[str | None, int | None]:
+    """Where the fake kernel of a custom op is defined: the function a `torch.library.custom_op`'s
+    `register_fake` was given, else the line that registered the fake kernel (`torch.library.register_fake`)."""
+    from torch._library.custom_ops import OPDEFS
+    from torch._library.simple_registry import singleton
+
+    name = getattr(op, "_schema", None) and op._schema.name  # type: ignore[attr-defined]
+    fake = getattr(OPDEFS.get(name or ""), "_abstract_fn", None)
+    code = getattr(inspect.unwrap(fake), "__code__", None) if fake is not None else None
+    if code is not None:
+        return code.co_filename, code.co_firstlineno
+    try:
+        source = singleton.find(name).fake_impl.kernel.source
+    except AttributeError:  # a C++ registration, or a torch whose registry differs: no line to name
+        return None, None
+    file, _, line = str(source).rpartition(":")
+    return (file, int(line)) if file and line.isdigit() else (None, None)
 
 
 def _symbol_sizes(flat: FlatProgram) -> dict[sympy.Symbol, sympy.Integer]:

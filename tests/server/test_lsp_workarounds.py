@@ -5,12 +5,23 @@ edit itself on the shapes a call takes."""
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 
 from lsp_helpers import FAKE_RUN_REPRO_LINE, converter, fake_dump, fake_python, lsp_session, until, uri, write
 from lsprotocol import types
 
 from minifier.contract import wire
-from minifier.contract.events import Culprit, Signature, Triage, TriageEvent, TrialEvent, Workaround
+from minifier.contract.events import (
+    Culprit,
+    FakeMismatch,
+    Signature,
+    Triage,
+    TriageEvent,
+    TrialEvent,
+    Workaround,
+    load_failure,
+)
+from minifier.contract.layout import DumpLayout
 from server.workarounds import call_edit, compile_calls
 
 CONFIGS = {"pick_loop_orders": False}
@@ -102,3 +113,23 @@ async def test_a_verified_workaround_becomes_a_quick_fix_on_the_users_compile_ca
         hover = await client.hover(uri(launcher), FAKE_RUN_REPRO_LINE)
         assert hover is not None and "pick_loop_orders" in hover.contents.value
         assert "loop order" in hover.contents.value
+
+
+async def test_a_lying_fake_kernel_found_at_run_time_gets_a_diagnostic_where_it_is_defined(tmp_path):
+    """failure.json names a custom op whose fake kernel lies (`aoti-minify run` checks every custom op against an
+    eager run): the warning goes on its definition, when that file is in the workspace, before any minify."""
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    source = "import torch\n\n\n@pool.register_fake\ndef _(x):\n    return x\n"
+    ops, outside = write(os.path.join(ws, "ops.py"), source), write(str(tmp_path / "lib" / "ops.py"), source)
+    failure = load_failure(DumpLayout.of(launcher).failure_json)
+    lies = [FakeMismatch("pool", "ns.pool.default", "float32[2, 20]", "float32[2, 16]", f, 4) for f in (ops, outside)]
+    write(DumpLayout.of(launcher).failure_json, wire.dumps(replace(failure, fake_kernels=lies)))
+    async with lsp_session(ws, settings={"keepWarm": 0}) as client:  # untrusted: nothing runs, failure.json is read
+        [diagnostic] = await until(lambda: client.diagnostics.get(uri(ops)), "the diagnostic on the fake kernel")
+        assert diagnostic.range.start.line == 3 and diagnostic.severity == types.DiagnosticSeverity.Warning
+        assert diagnostic.code == "fake_kernel" and diagnostic.message.startswith(
+            "the fake kernel of ns.pool.default gives float32[2, 20], the op returns float32[2, 16] (node pool)"
+        )
+        assert diagnostic.related_information[0].location.uri == uri(launcher)
+        assert uri(outside) not in client.diagnostics  # not the user's file to fix here
