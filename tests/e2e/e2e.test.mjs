@@ -206,12 +206,15 @@ test('untrusted: listed, nothing runs; trusted: reproduced; minify cancelled fro
   });
 });
 
-test('an interpreter without aoti-lens: one actionable notification, no retry loop', { timeout: 5 * 60_000 }, async () => {
+test('an interpreter without aoti-lens: one actionable notification, no retry loop; then a server of another protocol', { timeout: 5 * 60_000 }, async () => {
   const ws = mkdtempSync(join(tmpdir(), 'aoti-e2e-badpy-'));
   const venv = join(ws, '.bare-venv'); // a Python without aoti-lens (and without pip or torch)
   execFileSync('python3', ['-m', 'venv', '--without-pip', venv]);
   const python = join(venv, 'bin', 'python');
-  const cs = await h.startCodeServer(ws, { settings: { 'aoti.python': python }, label: 'badpy' });
+  // The extension of a newer release: once the interpreter is fixed, its server speaks an older protocol.
+  const server = Number(/PROTOCOL_VERSION = (\d+)/.exec(readFileSync(join(h.ROOT, 'vscode-client', 'src', 'protocol.ts'), 'utf8'))[1]);
+  const vsix = await h.vsixSpeaking(server + 1);
+  const cs = await h.startCodeServer(ws, { settings: { 'aoti.python': python }, label: 'badpy', vsix });
   await inWorkbench(ws, cs, 'badpy', async (page) => {
     await h.openWorkbench(page, cs.folderUrl);
     await openFailuresView(page);
@@ -246,6 +249,17 @@ test('an interpreter without aoti-lens: one actionable notification, no retry lo
       return !rows.some((t) => /Language server not running/.test(t)) && welcome > 0;
     }, { timeout: 60_000 });
     await h.shot(page, '13-interpreter-fixed');
+
+    // The handshake: one notification naming both protocol versions and the command that installs the match.
+    const mismatch = page.locator('.notifications-toasts .notification-toast', { hasText: 'does not match this extension' });
+    await mismatch.first().waitFor({ timeout: 30_000 });
+    await new Promise((r) => setTimeout(r, 5000)); // a second one would show by now
+    const said = await mismatch.allInnerTexts();
+    h.log(`mismatch: ${JSON.stringify(said)}`);
+    assert.equal(said.length, 1, `exactly one mismatch notification, got ${said.length}`);
+    assert.ok(said[0].includes(`protocol ${server})`) && said[0].includes(`protocol ${server + 1})`), said[0]);
+    assert.ok(said[0].includes(`${h.PYTHON} -m pip install`), said[0]);
+    await h.shot(page, '25-protocol-mismatch');
   });
 });
 
@@ -261,17 +275,24 @@ with torch.no_grad():
     print(torch._inductor.aoti_load_package(path)(*inputs))
 `;
 
-test('a minify started in a terminal shows live; shrink curve; bug report; capture a script from the editor', { timeout: 20 * 60_000 }, async () => {
-  const dump = h.makeWorkspace('live');
+test('a minify typed in a terminal while the editor reproduces waits, then shows live; shrink curve; bug report; capture a script from the editor', { timeout: 20 * 60_000 }, async () => {
+  const dump = h.makeWorkspace('live', { reproduce: false });
   writeFileSync(join(dump.ws, 'train.py'), CAPTURED_SCRIPT);
-  const cs = await h.startCodeServer(dump.ws, { settings: { 'aoti.python': h.PYTHON, 'aoti.autoReproduce': false }, label: 'live' });
+  const cs = await h.startCodeServer(dump.ws, { settings: { 'aoti.python': h.PYTHON }, label: 'live' });
   await inWorkbench(dump.ws, cs, 'live', async (page) => {
     await h.openWorkbench(page, cs.folderUrl);
     await openFailuresView(page);
-    await h.until('the failure in the tree', async () => (await h.treeRows(page)).find((t) => SIGNATURE.test(t)), { timeout: 90_000 });
+    // A new dump: the editor reproduces it in the background; the dump's lock names that run.
+    const lock = join(dump.minifierDir, 'aoti-lens-work', 'lock');
+    await h.until('the editor\'s reproduction to hold the dump', async () =>
+      existsSync(lock) && /"command":\s*"run"/.test(readFileSync(lock, 'utf8')), { timeout: 90_000, interval: 200 });
+    await h.shot(page, '14a-editor-reproducing');
 
-    // 1. `aoti-minify minify` in a shell outside the editor: the view follows it through the events log.
-    const terminal = spawn(h.PYTHON, ['-m', 'minifier', 'minify', dump.launcher, '--workers', '2'], { cwd: dump.ws, stdio: 'ignore' });
+    // 1. Meanwhile the user types the minify PyTorch printed, in a shell outside the editor: it waits for the
+    // reproduction (no "another aoti-minify works on this dump"), then the view follows it through the events log.
+    const terminal = spawn(h.PYTHON, ['-m', 'minifier', 'minify', dump.launcher, '--workers', '2'], { cwd: dump.ws, stdio: ['ignore', 'ignore', 'pipe'] });
+    let said = '';
+    terminal.stderr.on('data', (chunk) => { said += chunk; });
     const exited = new Promise((resolve) => terminal.on('exit', resolve));
     const live = await h.until('the tree to show the terminal\'s run', async () =>
       (await h.treeRows(page)).find((t) => /in a terminal \(pid \d+\)/.test(t)), { timeout: 60_000, interval: 300 });
@@ -279,7 +300,8 @@ test('a minify started in a terminal shows live; shrink curve; bug report; captu
     await h.shot(page, '14-terminal-minify-live');
     const done = await h.until('the terminal\'s minify to end', async () => (await h.treeRows(page)).find((t) => /minimized/.test(t)), { timeout: MINIFY_TIMEOUT, interval: 1000 });
     h.log(`after: ${JSON.stringify(done)}`);
-    assert.equal(await exited, 0);
+    assert.equal(await exited, 0, said.slice(-3000));
+    assert.match(said, /is reproducing this dump: waiting for it, then using its result/);
     await openProblems(page);
     await page.locator('.markers-panel .monaco-list-row', { hasText: /minimal repro/ }).first().waitFor({ timeout: 60_000 });
     await h.shot(page, '15-terminal-minify-repro');

@@ -44,6 +44,41 @@ export function buildVsix() {
   if (!existsSync(VSIX)) throw new Error(`${VSIX} was not built`);
 }
 
+// Rewrites one member of a zip (the .vsix): python's zipfile, as no zip tool is assumed.
+const ZIP_REPLACE = `import sys, zipfile
+src, dst, name, path = sys.argv[1:]
+with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w", zipfile.ZIP_DEFLATED) as zout:
+    for item in zin.infolist():
+        zout.writestr(item, open(path, "rb").read() if item.filename == name else zin.read(item.filename))
+`;
+
+/** The built .vsix, its client speaking protocol `version`: an extension of another aoti-lens release. Only the
+ *  bundle differs (built from the same sources, protocol.ts's PROTOCOL_VERSION replaced as it is read). */
+export async function vsixSpeaking(version) {
+  const esbuild = await import('esbuild');
+  const dir = mkdtempSync(join(tmpdir(), 'aoti-e2e-vsix-'));
+  const bundle = join(dir, 'extension.js');
+  const speaking = {
+    name: 'protocol-version',
+    setup(build) {
+      build.onLoad({ filter: /[\\/]protocol\.ts$/ }, (args) => ({
+        loader: 'ts',
+        contents: readFileSync(args.path, 'utf8').replace(/PROTOCOL_VERSION = \d+/, `PROTOCOL_VERSION = ${version}`),
+      }));
+    },
+  };
+  await esbuild.build({
+    entryPoints: [join(ROOT, 'vscode-client', 'src', 'extension.ts')],
+    outfile: bundle,
+    bundle: true, platform: 'node', target: 'node20', format: 'cjs', external: ['vscode'], mainFields: ['module', 'main'],
+    logLevel: 'warning',
+    plugins: [speaking],
+  });
+  const vsix = join(dir, 'aoti-lens.vsix');
+  run(PYTHON, ['-c', ZIP_REPLACE, VSIX, vsix, 'extension/dist/extension.js', bundle]);
+  return vsix;
+}
+
 /** A workspace holding a real CPU AOTI failure dumped by PyTorch (and, if asked, failure.json). */
 export function makeWorkspace(name, { reproduce = true, model = 'seed', blocks = 6, workload = null } = {}) {
   const ws = join(tmpdir(), `aoti-e2e-${name}-${process.pid}`);
@@ -75,7 +110,7 @@ async function freePort() {
  * Starts code-server on the workspace with the .vsix installed and the given user settings.
  * trust=false leaves workspace trust on (the folder opens in Restricted Mode).
  */
-export async function startCodeServer(workspace, { settings = {}, trust = true, label = 'main' } = {}) {
+export async function startCodeServer(workspace, { settings = {}, trust = true, label = 'main', vsix = VSIX } = {}) {
   const base = mkdtempSync(join(tmpdir(), `aoti-e2e-cs-${label}-`));
   const dirs = {
     base,
@@ -112,7 +147,7 @@ export async function startCodeServer(workspace, { settings = {}, trust = true, 
   };
   delete env.VSCODE_IPC_HOOK_CLI;
   const common = ['--config', dirs.config, '--user-data-dir', dirs.userData, '--extensions-dir', dirs.extensions];
-  run(CODE_SERVER, [...common, '--install-extension', VSIX], { env });
+  run(CODE_SERVER, [...common, '--install-extension', vsix], { env });
 
   const port = await freePort();
   const logFile = join(base, 'code-server.log');
