@@ -317,6 +317,10 @@ def test_loose_accuracy_counts_only_errors_that_reach_an_output_through_floats()
     assert reaching_outputs(["log1p"], args, ["where"]) == []  # the output is right: nothing to localize
     chain = {"a": ["x"], "b": ["a"], "c": ["b"]}
     assert reaching_outputs(["a", "b", "c"], chain, ["c"]) == ["a", "b", "c"]
+    # a CNN's head: relu_ -> pool -> flatten (a view: its float value is not compared) -> linear
+    head = {"relu_": ["x"], "pool": ["relu_"], "flatten": ["pool"], "linear": ["flatten"]}
+    assert reaching_outputs(["relu_", "pool", "linear"], head, ["linear"]) == ["linear"]
+    assert reaching_outputs(["relu_", "pool", "linear"], head, ["linear"], {"flatten"}) == ["relu_", "pool", "linear"]
 
 
 def test_a_round_waiting_on_a_slow_passing_candidate_runs_the_round_after_its_failing_one():

@@ -6,7 +6,7 @@ that stores the graph's values) is shown by the slices around its readers, which
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 
 from ..contract.events import Verdict
 from ..exchange import worker_protocol as p
@@ -116,8 +116,8 @@ class AccuracyProbe:
         where an accuracy failure starts. Nothing when the probe is inconclusive."""
         diverged = result.outcome.diverged if result.outcome else []
         args = self.graph.compute_args()
-        if self.session.accuracy == "accuracy":
-            diverged = reaching_outputs(diverged, args, self.graph.outputs)
+        if self.session.accuracy == "accuracy" and result.outcome:
+            diverged = reaching_outputs(diverged, args, self.graph.outputs, set(result.outcome.uncompared))
         if not diverged:
             why = one_line(result) or "no intermediate value diverges"
             self.reporter.say(f"accuracy probe inconclusive ({why[:120]}); the search goes on")
@@ -170,17 +170,21 @@ class AccuracyProbe:
         ]
 
 
-def reaching_outputs(diverged: list[str], args: Mapping[str, Sequence[str]], outputs: Sequence[str]) -> list[str]:
+def reaching_outputs(
+    diverged: list[str], args: Mapping[str, Sequence[str]], outputs: Sequence[str], uncompared: Set[str] = frozenset()
+) -> list[str]:
     """The diverging nodes whose error reaches a diverging output through diverging values alone, in
     graph order. The loose accuracy check ignores values that are not floating point, so an error that
     only flips a boolean mask (which the probe does not compare) is not the failure being minified:
-    PyTorch's accuracy-vs-strict-accuracy test ends at relu, not at the log1p that feeds a mask."""
+    PyTorch's accuracy-vs-strict-accuracy test ends at relu, not at the log1p that feeds a mask. A
+    floating-point value the probe did not compare (`uncompared`: a view, as a CNN's flatten before its
+    classifier) is passed through, or the error would stop there and the classifier be named."""
     wrong = set(diverged)
-    reached = {o for o in outputs if o in wrong}
+    reached = {o for o in outputs if o in wrong or o in uncompared}
     frontier = list(reached)
     while frontier:
         for arg in args.get(frontier.pop(), ()):
-            if arg in wrong and arg not in reached:
+            if (arg in wrong or arg in uncompared) and arg not in reached:
                 reached.add(arg)
                 frontier.append(arg)
     return [n for n in diverged if n in reached]

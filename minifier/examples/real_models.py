@@ -124,6 +124,33 @@ def nn_mlp(act: str) -> Built:
     return model, (torch.randn(BATCH, TOKENS, WIDTH),)
 
 
+class ResidualCnn(nn.Module):
+    """torch.nn's layers as torchvision's ResNets compose them (no torchvision here: see torchvision_model):
+    conv, batch norm, ReLU(inplace=True) and a residual `+=`, so the exported graph computes in place."""
+
+    def __init__(self, width: int = 8) -> None:
+        super().__init__()
+
+        def conv_bn(inp: int) -> list[nn.Module]:
+            return [nn.Conv2d(inp, width, 3, padding=1, bias=False), nn.BatchNorm2d(width)]
+
+        self.stem = nn.Sequential(*conv_bn(3), nn.ReLU(inplace=True))
+        self.block = nn.Sequential(*conv_bn(width), nn.ReLU(inplace=True), *conv_bn(width))
+        self.relu = nn.ReLU(inplace=True)
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        out = self.block(x)
+        out += x
+        out = self.relu(out)
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(out, 1), 1))
+
+
+def nn_cnn() -> Built:
+    return ResidualCnn().eval(), (torch.randn(BATCH, 3, 16, 16),)
+
+
 def torchvision_model(name: str) -> Built:
     """A torchvision classifier (GPU machine only: PyPI's torchvision does not load with this CPU torch)."""
     import torchvision.models as tv

@@ -164,6 +164,7 @@ FAMILIES = {
     "bart": "encoder-decoder (HF)",
     "nn_transformer": "torch.nn building blocks",
     "nn_mlp": "torch.nn building blocks",
+    "nn_cnn": "torch.nn building blocks",
     "parity": "toy (PyTorch's own minifier test)",
 }
 
@@ -192,6 +193,8 @@ WORKLOADS: dict[str, Workload] = {
         _w("hf-bert-dynamic_fake-accuracy", "bert", 4, "dynamic_fake-accuracy"),
         _w("nn-transformer-relu-compile_error", "nn_transformer", 4, "relu-compile_error"),
         _w("nn-transformer-cond-relu-compile_error", "nn_transformer", 4, "cond-relu-compile_error"),
+        # in-place ops (ReLU(inplace=True), residual +=) as torchvision's CNNs have them
+        _w("nn-cnn-relu-accuracy", "nn_cnn", 1, "relu-accuracy"),
         # the same failures in torch.nn's smallest model (Linear, activation, Linear), for the tests
         _w("nn-mlp-dynamic_fake-accuracy", "nn_mlp", 1, "dynamic_fake-accuracy"),
         _w("nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error"),
@@ -202,6 +205,9 @@ WORKLOADS: dict[str, Workload] = {
         # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
         _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
         _w("cuda-tv-mobilenet_v3_small-relu-compile_error", "mobilenet_v3_small", 0, "relu-compile_error", "cuda"),
+        _w("cuda-tv-resnet18-relu-accuracy", "resnet18", 0, "relu-accuracy", "cuda"),
+        _w("cuda-tv-regnet_y_400mf-relu-accuracy", "regnet_y_400mf", 0, "relu-accuracy", "cuda"),
+        _w("cuda-tv-mobilenet_v3_small-relu-accuracy", "mobilenet_v3_small", 0, "relu-accuracy", "cuda"),
         _w("cuda-hf-bert3-relu-compile_error", "bert", 3, "relu-compile_error", "cuda"),
         _w("cuda-hf-bert20-relu-compile_error", "bert", 20, "relu-compile_error", "cuda"),
         _w("cuda-hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error", "cuda"),
@@ -232,6 +238,8 @@ def prepare(workload: Workload) -> Prepared:
         model, inputs = rm.nn_transformer(workload.layers, failure.act)
     elif workload.model == "nn_mlp":
         model, inputs = rm.nn_mlp(failure.act)
+    elif workload.model == "nn_cnn":
+        model, inputs = rm.nn_cnn()
     elif workload.model in TOY_MODELS:
         model, inputs = build(workload.model)
     else:

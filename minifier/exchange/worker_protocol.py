@@ -214,6 +214,8 @@ class Outcome:
     pt2: str | None = None
     poisoned: bool = False
     diverged: list[str] = field(default_factory=list)  # a probe's nodes off the reference, in graph order
+    # a probe's floating-point values it could not compare: views, what an in-place op overwrites
+    uncompared: list[str] = field(default_factory=list)
     max_abs_error: float | None = None  # with `compare`: the largest difference from eager over all outputs
     passes: list[str] = field(default_factory=list)  # with `record_compile`: the passes applied, in order
     lowered: list[str] = field(default_factory=list)  # with `record_compile`: the ops lowered (after decompositions)

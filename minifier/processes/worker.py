@@ -271,13 +271,16 @@ class Worker:
         compares the graph's own outputs. Any error makes the probe inconclusive, never a verdict."""
         import torch
 
-        from ..program.graph import build_candidate, dynamic_shapes, probe_outputs
+        from ..program.graph import build_candidate, dynamic_shapes, out_of_place_twins, probe_outputs
 
         package = os.path.join(self.init.work_dir, PACKAGES, f"{request.key}.pt2")
         try:
             values = self._values(request.values_path)
-            names = probe_outputs(self.flat, values)
-            gm, inputs, dims = build_candidate(self.flat, set(_compute_nodes(self.flat)), values, outputs=names)
+            twins = out_of_place_twins(self.flat)  # Inductor functionalizes them too: the same kernels
+            names = probe_outputs(self.flat, values, twins)
+            gm, inputs, dims = build_candidate(
+                self.flat, set(_compute_nodes(self.flat)), values, outputs=names, twins=twins
+            )
             # the original's Dims, as for every candidate: a bug of symbolic sizes alone diverges only then
             ep = torch.export.export(
                 gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=self.init.export_mode == "dynamo"
@@ -297,7 +300,15 @@ class Worker:
             )
         finally:
             _remove(package)
-        return p.Outcome(key=request.key, status="passed", seconds=time.monotonic() - start, diverged=diverged)
+        compared = set(names)
+        uncompared = [n for n, v in values.items() if n not in compared and v.is_floating_point()]
+        return p.Outcome(
+            key=request.key,
+            status="passed",
+            seconds=time.monotonic() - start,
+            diverged=diverged,
+            uncompared=uncompared,
+        )
 
     def _values(self, path: str | None) -> dict:
         import torch

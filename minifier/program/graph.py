@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -300,11 +300,17 @@ def _store(values: dict[str, torch.Tensor], name: str, value: object, node: fx.N
 
 
 def build_candidate(
-    flat: FlatProgram, kept: set[str], values: dict[str, torch.Tensor], outputs: list[str] | None = None
+    flat: FlatProgram,
+    kept: set[str],
+    values: dict[str, torch.Tensor],
+    outputs: list[str] | None = None,
+    twins: Mapping[str, torch._ops.OpOverload] | None = None,
 ):
     """The GraphModule, its inputs and their symbolic dims (dim_specs) for the candidate made of the
     compute nodes in `kept`; its outputs are `outputs`, by default the kept nodes that no kept node
-    reads (and the extra outputs of rebuilt cond branches)."""
+    reads (and the extra outputs of rebuilt cond branches). The in-place nodes named in `twins` run as
+    their out-of-place op, so each output is the value its node had when it ran."""
+    twins = twins or {}
     compute = [n for n in flat.graph.nodes if n.op == "call_function" and n.name in kept]
     if not compute:
         raise ValueError("a candidate needs at least one compute node")
@@ -336,16 +342,23 @@ def build_candidate(
             _set_attr(root, target, subgraphs.get(node.name, tensor), kind)
             env[node.name] = graph.get_attr(target)
     branch_outputs = []
+    made: dict[str, fx.Node] = {}  # each node's value when it ran, which a later in-place twin does not change
     for node in compute:
         if node.name in conds:
             env[node.name], extra = _cond_copy(graph, node, conds[node.name], env)
             branch_outputs += extra
+        elif node.name in twins:
+            args, kwargs = fx.map_arg((node.args, node.kwargs), lambda a: env[a.name])
+            twin = graph.create_node("call_function", twins[node.name], args, kwargs, name=node.name)
+            twin.meta = dict(node.meta)
+            env[node.name] = env[node.args[0].name] = twin
         else:
             env[node.name] = graph.node_copy(node, lambda a: env[a.name])
+        made[node.name] = env[node.name]
     if outputs is None:
         readers = {a.name for n in compute for a in n.all_input_nodes}
         outputs = [n.name for n in compute if n.name not in readers]
-    graph.output(tuple(env[name] for name in outputs) + tuple(branch_outputs))
+    graph.output(tuple(made[name] for name in outputs) + tuple(branch_outputs))
     gm = fx.GraphModule(root, graph)
     gm.recompile()
     vals = [n.meta.get("val") for n in read if n.name not in flat.params] + [n.meta.get("val") for n in fed]
@@ -422,11 +435,17 @@ def dynamic_shapes(specs: list[dict[int, DimSpec] | None]) -> tuple | None:
     return shapes if any(shapes) else None
 
 
-def probe_outputs(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[str]:
+def probe_outputs(flat: FlatProgram, values: dict[str, torch.Tensor], twins: Mapping[str, object]) -> list[str]:
     """The nodes whose compiled values an accuracy probe compares: floating-point tensors the eager run
     computed, except views and what an in-place op writes to later (their value as an output would
-    not be the value the node had)."""
-    written = {a.name for n in flat.graph.nodes if n.op == "call_function" and _mutates(n) for a in n.all_input_nodes}
+    not be the value the node had), unless the probe runs that op out of place (`twins`, see
+    `out_of_place_twins`): then both the value before it and the value it writes are compared."""
+    written = {
+        a.name
+        for n in flat.graph.nodes
+        if n.op == "call_function" and _mutates(n) and n.name not in twins
+        for a in n.all_input_nodes
+    }
     return [
         n.name
         for n in flat.graph.nodes
@@ -434,8 +453,45 @@ def probe_outputs(flat: FlatProgram, values: dict[str, torch.Tensor]) -> list[st
         and n.name in values
         and values[n.name].is_floating_point()
         and n.name not in written
-        and not _is_view(n)
+        and (n.name in twins or not _is_view(n))
     ]
+
+
+def out_of_place_twins(flat: FlatProgram) -> dict[str, torch._ops.OpOverload]:
+    """The in-place nodes an accuracy probe can run as their out-of-place op (relu_ as relu, add_ as add,
+    copy_ as copy, index_put_ as index_put), by name: each writes only its first operand, which neither is a
+    view nor has one taken of it, so every later reader of that operand reads the op's result instead.
+    torchvision's ReLU(inplace=True) and residual `+=` are such nodes; the probe could not compare them nor
+    the values they overwrite, and named a node far past the culprit (RegNet's relu: `linear`)."""
+    twins: dict[str, torch._ops.OpOverload] = {}
+    for node in flat.graph.nodes:
+        twin = _out_of_place(node, twins) if node.op == "call_function" and _mutates(node) else None
+        if twin is not None:
+            twins[node.name] = twin
+    return twins
+
+
+def _out_of_place(node: fx.Node, twins: Mapping[str, object]) -> torch._ops.OpOverload | None:
+    """`twins`: the earlier nodes run out of place; the result of one is no view (ResNet's `relu_(add_(...))`)."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    schema = target._schema
+    written = [i for i, a in enumerate(schema.arguments) if a.alias_info is not None and a.alias_info.is_write]
+    base = node.args[0] if node.args else None
+    if written != [0] or not isinstance(base, fx.Node) or (_is_view(base) and base.name not in twins):
+        return None
+    if any(_is_view(user) for user in base.users if user is not node):
+        return None
+    namespace, _, name = schema.name.partition("::")
+    if not name.endswith("_") or name.startswith("_"):
+        return None
+    packet = getattr(getattr(torch.ops, namespace), name[:-1], None)
+    twin = getattr(packet, target._overloadname, None) if packet is not None else None
+    if not isinstance(twin, torch._ops.OpOverload) or twin._schema.is_mutable:
+        return None
+    same = [a.name for a in twin._schema.arguments] == [a.name for a in schema.arguments]
+    return twin if same else None
 
 
 def _mutates(node: fx.Node) -> bool:
