@@ -7,6 +7,7 @@ minified shows its shrinking graph instead of starting another job.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import TYPE_CHECKING, Any
 
@@ -150,6 +151,11 @@ class Actions(Feature):
         if record is None or not _allowed(ls, record):
             return
         job = ls.jobs.running(record.id)
+        if job is not None and job.kind == "minify" and record.state == "minimized" and job.task is not None:
+            # its `done` came: only the standalone repro's check is left, seconds
+            ls.tell(f"{record.id}: the workaround search starts once repro_standalone.py is checked")
+            await asyncio.wait({job.task})
+            job = ls.jobs.running(record.id)
         if job is not None and job.kind in ("minify", "triage"):
             ls.tell(f"{record.id} is being worked on ({job.kind}); find a workaround when it has ended")
             return

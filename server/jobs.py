@@ -338,7 +338,7 @@ class Jobs(Feature):
             self._finish_report(job, record, code)
             return
         if job.cancel_requested or code == ExitCode.CANCELLED:
-            if record.state != "cancelled":
+            if record.state != "cancelled" and not (job.kind == "minify" and record.state == "minimized"):
                 record.state = "cancelled"
                 record.message = (
                     f"cancelled at {record.progress_line()}"

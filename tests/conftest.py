@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import pytest
 
 from minifier.contract.artifacts import relocate_dump
-from minifier.contract.events import DoneEvent, parse_event
+from minifier.contract.events import DoneEvent, LogEvent, StandaloneEvent, parse_event
 from minifier.contract.procs import WORKER_NAME
 from minifier.contract.signature import Signature, analyze_error
 
@@ -150,9 +150,16 @@ def workers_in(folder: str) -> list[int]:
 def minify(launcher: str, *extra: str) -> tuple[subprocess.CompletedProcess, DoneEvent]:
     proc = aoti_minify("minify", launcher, "--events", "--workers", "2", *extra)
     assert proc.returncode == 0, proc.stderr[-4000:]
-    done = events_of(proc)[-1]
-    assert isinstance(done, DoneEvent)
-    return proc, done
+    return proc, done_of(events_of(proc))
+
+
+def done_of(events: list) -> DoneEvent:
+    """A minify's `done`, followed by nothing but its `standalone` event (and logs)."""
+    done = next(i for i, e in enumerate(events) if isinstance(e, DoneEvent))
+    assert isinstance(events[-1], StandaloneEvent) and all(
+        isinstance(e, StandaloneEvent | LogEvent) for e in events[done + 1 :]
+    ), events[done:]
+    return events[done]
 
 
 class DumpFactory:

@@ -10,6 +10,7 @@ from minifier.contract.events import (
     DoneEvent,
     Failure,
     FailureEvent,
+    StandaloneEvent,
     encode_event,
     parse_event,
 )
@@ -27,6 +28,7 @@ SIG = Signature("CppCompileError", "'compile' was not declared in this scope", "
         CandidateEvent(nodes=12, verdict="fails", seconds=4.1),
         CheckpointEvent(nodes=12, path="/x/checkpoints/12.py", graph="def forward(self, x): ..."),
         DoneEvent(nodes=1, repro="/x/repro.py", queries=5, seconds=31.0, start_nodes=73, signature=SIG),
+        StandaloneEvent(path="/x/repro_standalone.py", fallback="with exact values it does not fail", seconds=3.2),
         FailureEvent(
             path="/x/failure.json",
             failure=Failure(

@@ -17,10 +17,10 @@ import tempfile
 import time
 
 import pytest
-from conftest import ROOT, aoti_minify, events_of, repro_signature, workers_in
+from conftest import ROOT, aoti_minify, done_of, events_of, repro_signature, workers_in
 
 from minifier.contract.artifacts import relocate_dump
-from minifier.contract.events import CheckpointEvent, DoneEvent, ErrorEvent
+from minifier.contract.events import CheckpointEvent, ErrorEvent
 from minifier.contract.layout import DumpLayout
 from minifier.contract.lock import holder
 from minifier.contract.procs import alive
@@ -96,8 +96,7 @@ def test_a_reproduction_is_waited_for_and_a_second_minify_refuses_naming_the_fir
         assert proc.returncode == 0, f"{name}: {err[-3000:]}"
     _, out, err = results["minify"]
     assert "is reproducing this dump: waiting for it, then using its result" in err
-    done = events_of(out)[-1]
-    assert isinstance(done, DoneEvent) and done.nodes == 1
+    assert done_of(events_of(out)).nodes == 1
     _, out, err = results["again"]
     assert "the run it waited for wrote" in out + err and "reproducing /" not in err  # nothing compiled
     assert [type(e).__name__ for e in events_of(out)] == ["FailureEvent"]
@@ -142,7 +141,7 @@ def test_a_killed_driver_leaves_no_process_and_the_next_run_starts_afresh(dumps,
     assert f"the previous run on this dump, pid {driver.pid} (aoti-minify minify, started " in proc.stderr
     assert "removed what an interrupted run left half-written: " in proc.stderr
     assert not os.path.exists(cut) and not os.path.exists(layout.repro_py + ".tmp")
-    assert isinstance(events_of(proc)[-1], DoneEvent)
+    done_of(events_of(proc))
 
 
 # --- the output folder: full, read-only ---------------------------------------------------------
@@ -259,7 +258,7 @@ def minify_faulty(launcher: str, fault: str, *extra: str, **env: str) -> subproc
 def finished_at_relu(proc: subprocess.CompletedProcess) -> list:
     assert proc.returncode == 0, proc.stderr[-3000:]
     events = events_of(proc)
-    assert isinstance(events[-1], DoneEvent) and events[-1].nodes == 1, events[-1]
+    assert done_of(events).nodes == 1
     [checkpoint] = [e for e in events if isinstance(e, CheckpointEvent) and e.nodes == 1]
     assert "torch.ops.aten.relu" in checkpoint.graph
     return events

@@ -13,7 +13,7 @@ import time
 
 import pytest
 import torch
-from conftest import ROOT, aoti_minify, events_of, minify, repro_signature, workers_in
+from conftest import ROOT, aoti_minify, done_of, events_of, minify, repro_signature, workers_in
 
 from minifier.contract.events import (
     BeginEvent,
@@ -151,7 +151,7 @@ def test_killed_worker_does_not_stop_the_run(dumps, tmp_path):
     assert proc.wait(timeout=600) == 0, out[-3000:]
     events = events_of(out)
     assert any(isinstance(e, CandidateEvent) and e.verdict == "crash" for e in events)
-    assert isinstance(events[-1], DoneEvent) and events[-1].nodes == 1
+    assert done_of(events).nodes == 1
 
 
 def test_workers_die_with_a_killed_driver(dumps, tmp_path):
@@ -315,4 +315,4 @@ def test_report_of_a_minified_failure(dumps, tmp_path):
     assert "PyTorch version:" in versions  # collect_env's block
     # Every run left its events in the dump's log: the minify's is last, from its begin to its done.
     logged = last_run(EventsTail(DumpLayout.of(launcher).events_log).read().events)
-    assert logged[0].command == "minify" and isinstance(logged[-1], DoneEvent) and logged[-1].nodes == 1
+    assert logged[0].command == "minify" and done_of(logged).nodes == 1

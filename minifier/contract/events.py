@@ -178,6 +178,18 @@ class DoneEvent:
 
 
 @dataclass(frozen=True)
+class StandaloneEvent:
+    """After `done`: repro_standalone.py was checked (compiled and run as a fresh script). `fallback`: why it
+    only runs repro.py (it could not be written as code, or did not fail the same way); empty when it reproduces."""
+
+    path: str
+    fallback: str = ""
+    seconds: float = 0.0
+    event: Literal["standalone"] = "standalone"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
 class FailureEvent:
     """`aoti-minify run` reproduced the failure; `path` is the failure.json written."""
 
@@ -319,6 +331,7 @@ Event = (
     | CandidateEvent
     | CheckpointEvent
     | DoneEvent
+    | StandaloneEvent
     | FailureEvent
     | CancelledEvent
     | ErrorEvent
@@ -342,6 +355,7 @@ _BY_NAME: dict[str, type] = {
     "candidate": CandidateEvent,
     "checkpoint": CheckpointEvent,
     "done": DoneEvent,
+    "standalone": StandaloneEvent,
     "failure": FailureEvent,
     "cancelled": CancelledEvent,
     "error": ErrorEvent,

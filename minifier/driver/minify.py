@@ -20,7 +20,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ..contract.artifacts import clean_scratch, copy_repro, write_checkpoint, write_repro
-from ..contract.events import CancelledEvent, CandidateEvent, CheckpointEvent, DoneEvent, StartEvent, Verdict
+from ..contract.events import (
+    CancelledEvent,
+    CandidateEvent,
+    CheckpointEvent,
+    DoneEvent,
+    StandaloneEvent,
+    StartEvent,
+    Verdict,
+)
 from ..contract.signature import Signature
 from ..exchange import worker_protocol as p
 from ..exchange.worker_protocol import GraphInfo
@@ -53,6 +61,7 @@ class Progress:
     queries: int = 0
     checkpoint: str | None = None
     checkpoint_nodes: int | None = None
+    done: bool = False  # `done` was emitted: repro.py is the minimal graph
 
     @property
     def seconds(self) -> float:
@@ -352,7 +361,8 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
             reporter.say(f"{race.implied} candidates not compiled: each is part of a graph that passed")
         return finish(session, tester, checkpoints, final, reporter)
     except KeyboardInterrupt:
-        cancel(session, progress, reporter)
+        if progress is None or not progress.done:  # after `done`, repro.py is the minimal graph already
+            cancel(session, progress, reporter)
         raise
     finally:
         if owned:
@@ -465,17 +475,6 @@ def finish(
     if progress.checkpoint is None or progress.checkpoint_nodes is None:
         raise RuntimeError(f"no failing graph could be saved; see the worker logs in {session.layout.work}")
     repro = write_repro(session.layout, progress.checkpoint)
-    standalone, fallback = write_standalone(
-        session,
-        tester.pool,
-        sorted(final),
-        tester.standalone_header(len(final)),
-        tester.verdict,
-        checked=tester.early.result_for(final, tester.wait),
-    )
-    reporter.say(f"wrote {standalone}" + (f" (falls back to repro.py: {fallback})" if fallback else ""))
-    if session.options.copy_to:
-        reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")
     done = DoneEvent(
         nodes=progress.checkpoint_nodes,
         repro=repro,
@@ -485,7 +484,29 @@ def finish(
         signature=tester.target,
     )
     reporter.emit(done)
+    progress.done = True
+    reporter.say(f"{progress.line()} | done: {repro}; checking repro_standalone.py")
+    check_standalone(session, tester, final, reporter)
+    if session.options.copy_to:
+        reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")
     return done
+
+
+def check_standalone(session: Session, tester: PoolTester, final: Candidate, reporter: Reporter) -> None:
+    """repro_standalone.py after `done`: the proven minimal graph is the user's at once, its plain-PyTorch form
+    (usually checked beside the last round already) seconds later."""
+    started = time.monotonic()
+    standalone, fallback = write_standalone(
+        session,
+        tester.pool,
+        sorted(final),
+        tester.standalone_header(len(final)),
+        tester.verdict,
+        checked=tester.early.result_for(final, tester.wait),
+    )
+    seconds = round(time.monotonic() - started, 2)
+    reporter.emit(StandaloneEvent(path=standalone, fallback=fallback or "", seconds=seconds))
+    reporter.say(f"wrote {standalone}" + (f" (falls back to repro.py: {fallback})" if fallback else ""))
 
 
 def cancel(session: Session, progress: Progress | None, reporter: Reporter) -> None:

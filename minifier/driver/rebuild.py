@@ -53,6 +53,22 @@ def write_standalone(
 ) -> tuple[str, str | None]:
     """Write repro_standalone.py; returns its path and, where it falls back to repro.py, why. `checked`: the
     seeded-random attempt, already run beside the search."""
+    try:
+        return _write_standalone(session, pool, kept, header, verdict, checked)
+    except KeyboardInterrupt:  # after `done`: no earlier run's file may pass for this graph's
+        cancelled = render_standalone_fallback("cancelled before it was checked", header)
+        write_text(session.layout.repro_standalone, cancelled)
+        raise
+
+
+def _write_standalone(
+    session: Session,
+    pool: Pool,
+    kept: list[str],
+    header: list[str],
+    verdict: Callable[[Result], Verdict],
+    checked: tuple[Trial, Result] | None,
+) -> tuple[str, str | None]:
     layout = session.layout
     reasons = []
     for exact in (False, True):

@@ -23,7 +23,16 @@ from lsp_helpers import (
 )
 from lsprotocol import types
 
-from minifier.contract.events import CandidateEvent, CheckpointEvent, DoneEvent, ErrorEvent, LogEvent, StartEvent
+from minifier.contract.events import (
+    CandidateEvent,
+    CheckpointEvent,
+    DoneEvent,
+    ErrorEvent,
+    LogEvent,
+    StandaloneEvent,
+    StartEvent,
+    encode_event,
+)
 from minifier.contract.signature import Signature
 
 
@@ -396,3 +405,31 @@ async def test_a_dump_no_file_event_reported_still_shows_up(tmp_path):
         await until(lambda: client.item(second), "the unreported dump", timeout=15)
         shutil.rmtree(os.path.dirname(os.path.dirname(second)))
         await until(lambda: client.item(second) is None and client.item(first), "its unreported removal", timeout=15)
+
+
+async def test_a_workaround_asked_for_after_done_waits_for_the_standalone_check(tmp_path):
+    # `done` comes before repro_standalone.py is checked (seconds more, in the same process): the user who asks for
+    # a workaround at once is not told to come back later
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    folder = os.path.dirname(launcher)
+    signature = Signature("E", "m")
+    standalone = StandaloneEvent(path=os.path.join(folder, "repro_standalone.py"), seconds=2.0)
+    python = fake_python(
+        str(tmp_path / "python"),
+        [
+            StartEvent(nodes=2, signature=signature),
+            DoneEvent(nodes=1, repro=os.path.join(folder, "repro.py"), queries=1, seconds=1, start_nodes=2),
+        ],
+        tail=f"sleep 2\ncat <<'EVENT'\n{encode_event(standalone)}\nEVENT\nexit 0",
+    )
+    async with lsp_session(ws, settings={"trusted": True, "python": python}) as client:
+        await until(lambda: client.item(launcher), "discovery")
+        failure_id = client.item(launcher)["id"]
+        await client.command("aoti.minify", failure_id)
+        await until(lambda: client.state(launcher) == "minimized", "done")
+        await client.command("aoti.triage", failure_id)
+        assert any("starts once repro_standalone.py is checked" in m.message for m in client.messages)
+        assert client.logged(r"minify ended")  # the triage command returned only after the minify's process
+        await until(lambda: client.logged(r"started .* -m minifier triage "), "the workaround search")
+        assert not any("is being worked on" in m.message for m in client.messages)
