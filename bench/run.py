@@ -16,8 +16,10 @@ and load the program. Any minifier that starts cold pays start-up + floor at lea
 (`--keep-warm`) still has torch imported: what the editor's Minify after its background reproduction costs;
 its final graph is compared with the first run's (the same dump minified twice gives the same repro).
 Unless --no-compare, each workload is also minified with `--no-slice` (the general search alone) and
-`--slices-first` (the guesses awaited before it, the order the race replaced), and an accuracy workload
-gets one `aoti-minify run` each repeat (what one reproduction costs; the median is the ratio's denominator).
+`--slices-first` (the guesses awaited before it, the order the race replaced), and each workload gets one
+`aoti-minify run` each repeat (what one reproduction costs; the median is the ratios' denominator). "done" is
+when the minify's `done` event came (repro.py written), "after the last checkpoint" the wall time from the last
+checkpoint to the process's end: the last mile, which the minimal graph's proof and the standalone check take.
 With the `triage` mode, `aoti-minify triage` runs on the first aoti-lens run's minimized copy: whether it found a
 workaround (verified on the original), how many config changes it tried, its wall time, and that time beside
 the original's compile (issue 32's target: triage <= minify + 3 compiles of the original, so what triage adds
@@ -102,6 +104,8 @@ class Measure:
     note: str = ""
     repeat: int = 0  # which of --repeat's passes made it
     workaround: str = ""  # triage: the first verified workaround's configs, or "none among N"
+    done_s: float | None = None  # when `done` came (repro.py written): what a user waits for
+    tail_s: float | None = None  # from the last checkpoint to the process's end: the last mile
 
 
 @dataclass
@@ -111,7 +115,7 @@ class Row:
     warm: Measure | None = None
     no_slice: Measure | None = None
     slices_first: Measure | None = None
-    one_run: Measure | None = None  # `aoti-minify run`, for accuracy workloads
+    one_run: Measure | None = None  # `aoti-minify run`: one reproduction
     triage: Measure | None = None  # `aoti-minify triage` after the first run's minify
     repros: tuple[str, ...] = ()  # the final graph's hash of every aoti-lens run (each repeat, warm ones too)
 
@@ -144,7 +148,7 @@ def main() -> int:
         "--no-compare",
         dest="compare",
         action="store_false",
-        help="skip the --no-slice and --slices-first runs and the one `run` of accuracy workloads",
+        help="skip the --no-slice and --slices-first runs and the one `aoti-minify run` of each workload",
     )
     parser.add_argument(
         "--repeat",
@@ -168,7 +172,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.report:
         rows = read_rows(args.report)
-        print(f"{table(rows)}\n\n{targets(rows)}\n\n{triage_targets(rows)}")
+        print(f"{table(rows)}\n\n{targets(rows)}\n\n{last_mile(rows)}\n\n{triage_targets(rows)}")
         return 0
     args.modes = chosen_modes(args, parser)
     chosen = [
@@ -206,6 +210,8 @@ def main() -> int:
     print(table(rows))
     print()
     print(targets(rows))
+    print()
+    print(last_mile(rows))
     print()
     print(triage_targets(rows))
     print(f"\nresults: {out}")
@@ -294,7 +300,7 @@ def measure_workload(
             for measure in _aoti_lens_runs(run, name, launcher, folder, args, timelines, repeat):
                 measure.repeat = repeat
                 record(measure)
-        if "run" in modes and _is_accuracy(name):  # the ratio's denominator varies as much on a shared VM
+        if "run" in modes:  # the ratios' denominator varies as much on a shared VM
             where = os.path.join(folder, "run" if not repeat else f"run-{repeat}")
             measure = run_once(launcher, where, name, run_env(where))
             measure.repeat = repeat
@@ -395,12 +401,6 @@ def _run_args(name: str) -> tuple[str, ...]:
     return REAL_WORKLOADS[name].run_args if name in REAL_WORKLOADS else ()
 
 
-def _is_accuracy(name: str) -> bool:
-    if name in REAL_WORKLOADS:
-        return REAL_WORKLOADS[name].failure_class.accuracy
-    return WORKLOADS[name][2] == "accuracy"
-
-
 def _pytorch_command(launcher: str, name: str) -> list[str]:
     """PyTorch's launcher, with a real workload's --accuracy; it cannot import custom ops itself, so it then
     runs as __main__ after importing them."""
@@ -460,24 +460,39 @@ def run_ours(
     """aoti-minify on its own copy of the dump; with `keep_warm` its fork server waits for the next run
     (this process owns it, so it never outlives the benchmark)."""
     launcher = relocate_dump(dump_launcher, folder)
-    started = time.monotonic()
     extra = (["--workers", str(workers)] if workers else []) + (["--keep-warm", "600"] if keep_warm else [])
     extra += [*_run_args(name), *options]
-    proc = subprocess.run(
-        [sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env,
-    )
-    seconds = time.monotonic() - started
-    with open(os.path.join(folder, DRIVER_LOG), "w") as f:  # each candidate's verdict, in the packed logs
-        f.write(proc.stderr)
+    argv = [sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra]
+    proc, arrived, seconds = _run_timed(argv, os.path.join(folder, DRIVER_LOG), env)
     marks = run_marks(folder)
     timelines += [f"# {name} ({tool}, in {os.path.basename(folder)})", *timeline(marks), ""]
     measure = _measure_ours(proc, tool, name, seconds)
     measure.start_up = start_up(marks)
+    if measure.status == "ok":
+        done = next(t for t, e in arrived if e["event"] == "done")
+        last = max((t for t, e in arrived if e["event"] == "checkpoint"), default=done)
+        measure.done_s, measure.tail_s = round(done, 1), round(seconds - last, 1)
     return measure
+
+
+def _run_timed(
+    argv: list[str], log: str, env: dict[str, str] | None
+) -> tuple[subprocess.CompletedProcess, list[tuple[float, dict]], float]:
+    """Run `argv` with its stderr in `log` (each candidate's verdict, in the packed logs); the process, each
+    event with the second it arrived on stdout, and the wall time."""
+    started = time.monotonic()
+    arrived, lines = [], []
+    with open(log, "w") as err:
+        with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT, env=env) as child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                lines.append(line)
+                if line.startswith("{"):
+                    arrived.append((time.monotonic() - started, json.loads(line)))
+    seconds = time.monotonic() - started
+    with open(log, errors="replace") as f:
+        stderr = f.read()
+    return subprocess.CompletedProcess(argv, child.returncode, "".join(lines), stderr), arrived, seconds
 
 
 def _measure_ours(proc: subprocess.CompletedProcess, tool: str, name: str, seconds: float) -> Measure:
@@ -574,6 +589,8 @@ def row_text(row: Row) -> str:
         f"{ours.workload}: pytorch {_time(theirs)} q={theirs.queries} n={theirs.nodes} | "
         f"aoti-lens {_time(ours)} q={ours.queries} n={ours.nodes} (from {ours.start_nodes})"
     )
+    if ours.done_s is not None:
+        text += f" done at {ours.done_s:.1f} s, {ours.tail_s:.1f} s after the last checkpoint"
     for label, m in (
         ("warm", row.warm),
         ("no-slice", row.no_slice),
@@ -601,6 +618,27 @@ def table(rows: list[Row]) -> str:
             f"{_of(ours.seconds, _sum(ours.start_up, ours.floor))} | {_cell(row.no_slice)} | "
             f"{_cell(row.slices_first)} | {_cell(row.warm)} | "
             f"{_of(row.warm.seconds, row.warm.floor) if row.warm else '-'} |"
+        )
+    return "\n".join(lines)
+
+
+def last_mile(rows: list[Row]) -> str:
+    """Issue 33's: when `done` came against one reproduction of the same dump, and what followed the last
+    checkpoint."""
+    lines = [
+        "## The last mile (issue 33)",
+        "",
+        "| workload | final nodes | done | exit | after the last checkpoint | one `aoti-minify run` | done / run |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        ours, run = row.ours, row.one_run
+        if ours.status != "ok" or ours.done_s is None:
+            continue
+        ran = run is not None and run.status == "ok"
+        lines.append(
+            f"| {ours.workload} | {_v(ours.nodes)} | {ours.done_s:.1f} s | {ours.seconds:.1f} s | {_v(ours.tail_s)} s "
+            f"| {_time(run) if run else '-'} | {f'{ours.done_s / run.seconds:.2f}x' if run and ran else '-'} |"
         )
     return "\n".join(lines)
 
