@@ -14,9 +14,12 @@ import pytest
 from conftest import aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
 
 from minifier.contract.events import CheckpointEvent, LogEvent
+from minifier.driver.minify import raised_before_build
 from minifier.driver.options import Options
 from minifier.driver.session import Session
+from minifier.driver.verdicts import classify
 from minifier.exchange import worker_protocol as p
+from minifier.processes.switches import STOPPED_AT_BUILD
 from server.failures import read_disk
 
 pytestmark = pytest.mark.compile
@@ -135,6 +138,35 @@ def test_inductor_buffer_names_do_not_split_one_real_bug(dumps, tmp_path):
     small = result.outcome.error
     assert small.signature.exc_type == "KeyError" and small.headline != whole.headline  # another buffer number
     assert small.signature.matches(whole.signature), (small.headline, whole.headline)
+
+
+def test_a_candidate_that_reaches_the_build_of_a_failure_raised_before_it_passes_unbuilt(dumps, tmp_path):
+    """The codegen KeyError is raised before the package's C++ build: a candidate stopped there passes, and one
+    holding the bug still fails (compiled as far as the failure), so the verdicts are those of full compiles."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-index_put_mask-keyerror")
+    session = Session.open(Options(launcher=launcher))
+    pool = session.pool(size=1)
+    try:
+        graph = pool.call(p.DescribeRequest()).graph
+        pool.call(p.ValuesRequest(path=session.layout.values))
+        bug = [n.name for n in graph.nodes if n.op in ("full", "arange", "unsqueeze", "index_put_", "softmax")]
+        nodes = graph.by_name()
+        bug += [n.name for n in graph.nodes if n.op == "add" and any(nodes[a].op == "index_put_" for a in n.args)]
+        linear = [n.name for n in graph.nodes if n.op == "linear"][:1]
+        values = session.layout.values
+        queries = [
+            p.QueryRequest(key="whole", original=True),
+            p.QueryRequest(key="linear", kept=linear, values_path=values, stop_at_build=True),
+            p.QueryRequest(key="bug", kept=bug, values_path=values, stop_at_build=True),
+        ]
+        results = {r.query.key: r for r in pool.evaluate(queries, lambda r: False)}
+        whole, stopped, failing = (results[q.key] for q in queries)
+    finally:
+        pool.close()
+    assert raised_before_build(whole) and whole.outcome.error.signature.exc_type == "KeyError"
+    assert stopped.outcome.status == "passed" and stopped.outcome.built and stopped.outcome.text == STOPPED_AT_BUILD
+    assert classify(stopped, whole.outcome.error.signature, None) == "passes"
+    assert failing.outcome.built is False and classify(failing, whole.outcome.error.signature, None) == "fails"
 
 
 def test_an_exception_without_a_message_is_told_by_where_and_when_it_was_raised(dumps, tmp_path):

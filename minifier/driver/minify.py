@@ -92,6 +92,7 @@ class PoolTester:
         self.reporter = reporter
         self.progress = progress
         self.target: Signature | None = None
+        self.stop_at_build = False  # the target raises before the package's C++ build: candidates stop there
         self.results: dict[Candidate, Result] = {}
         self._verdicts: dict[Candidate, Verdict] = {}
         self.priority: dict[Candidate, bool] = {}  # -> in the background
@@ -217,7 +218,11 @@ class PoolTester:
             provenance = self.session.options.slicing and not self.session.accuracy
             return p.QueryRequest(key=key, original=True, save_pt2=save_pt2, provenance=provenance)
         return p.QueryRequest(
-            key=key, kept=sorted(candidate), values_path=self.session.layout.values, save_pt2=save_pt2
+            key=key,
+            kept=sorted(candidate),
+            values_path=self.session.layout.values,
+            save_pt2=save_pt2,
+            stop_at_build=self.stop_at_build,
         )
 
 
@@ -417,6 +422,9 @@ def first_round(
     if not session.options.skip_sanity:
         race.verdict(full, then, after)
         tester.target = sanity(session, tester, full)
+        tester.stop_at_build = raised_before_build(tester.results[full])
+        if tester.stop_at_build:
+            reporter.say("the failure raises before the C++ build: a candidate that gets there passes, unbuilt")
         tester.reclassify()
     if probing:  # localized by values, not by search: the probe's slices go ahead of the first round
         tester.accuracy.probe_first(race, tester.results.get(tester.whole))
@@ -444,6 +452,13 @@ def sanity(session: Session, tester: PoolTester, full: Candidate) -> Signature:
             f"the graph fails, but its error does not match --check-str {session.check_str!r}: {signature.describe()}"
         )
     return signature
+
+
+def raised_before_build(result: Result) -> bool:
+    """The whole graph's compile raised before the package's C++ build (a codegen KeyError, a Triton kernel that
+    does not compile): what reaches the build cannot fail that way."""
+    outcome = result.outcome
+    return outcome is not None and outcome.status == "raised" and outcome.built is False
 
 
 def _saved_program(result: Result) -> tuple[str, str] | None:

@@ -109,6 +109,8 @@ class QueryRequest:
     `own_cache`: compile in an Inductor cache of its own, removed after. The same graph compiling in
     another worker generates the same wrapper code, and Inductor holds a lock named for that code's hash
     around the package's C++ compile: in the shared cache the two compiles would run one after the other.
+    `stop_at_build`: the failure being minified raises before the package's C++ build, so a candidate that
+    reaches the build does not fail that way: it is stopped there and passes (Outcome.built).
 
     Triage (minifier.driver.triage) asks more of one compile: `program`, a saved exported program (repro.pt2)
     instead of the launcher's; `configs`, Inductor configs over the launcher's (a workaround tried, as
@@ -134,6 +136,7 @@ class QueryRequest:
     aten_fallback: list[str] = field(default_factory=list)
     record_compile: bool = False
     failing_code: str | None = None
+    stop_at_build: bool = False
     type: Literal["query"] = "query"
 
 
@@ -214,6 +217,7 @@ class Outcome:
     pt2: str | None = None
     poisoned: bool = False
     diverged: list[str] = field(default_factory=list)  # a probe's nodes off the reference, in graph order
+    built: bool | None = None  # the compile reached the package's C++ build (None: no compile ran)
     # a probe's floating-point values it could not compare: views, what an in-place op overwrites
     uncompared: list[str] = field(default_factory=list)
     max_abs_error: float | None = None  # with `compare`: the largest difference from eager over all outputs

@@ -49,16 +49,63 @@ class UnchangedCode(Exception):
     """The compile generated the code of a program known to fail: it is stopped before the C++ compile."""
 
 
+class ReachedBuild(Exception):
+    """The compile reached the package's C++ build, where a failure raised before it can no longer happen."""
+
+
+STOPPED_AT_BUILD = "stopped at the C++ build: the failure being minified raises before it"
+
+
 def stopped_unchanged(error: BaseException) -> bool:
     """Whether `error` is UnchangedCode, as raised or as Inductor wraps it (InductorError)."""
+    return _raised_for(error, UnchangedCode)
+
+
+def stopped_at_build(error: BaseException) -> bool:
+    """Whether `error` is ReachedBuild, as raised or as Inductor wraps it."""
+    return _raised_for(error, ReachedBuild)
+
+
+def _raised_for(error: BaseException, cls: type[BaseException]) -> bool:
     seen: BaseException | None = error
     for _ in range(8):
         if seen is None:
             return False
-        if isinstance(seen, UnchangedCode):
+        if isinstance(seen, cls):
             return True
         seen = getattr(seen, "inner_exception", None) or seen.__cause__ or seen.__context__
     return False
+
+
+@dataclass
+class Build:
+    """Whether a compile reached the package's C++ build (`AotCodeCompiler.compile`)."""
+
+    reached: bool = False
+
+
+@contextlib.contextmanager
+def watching_build(stop: bool) -> Iterator[Build]:
+    """Inside, the yielded Build says whether the compile reached the package's C++ build; with `stop` it raises
+    ReachedBuild there instead of building. A failure the original raises before its build (a codegen KeyError,
+    a Triton kernel that does not compile) cannot come from a candidate that got that far, and a passing
+    candidate's build is most of its compile."""
+    from torch._inductor.codecache import AotCodeCompiler
+
+    build = Build()
+    original = AotCodeCompiler.__dict__["compile"]
+
+    def compile(cls, *args, **kwargs):
+        build.reached = True
+        if stop:
+            raise ReachedBuild()
+        return original.__func__(cls, *args, **kwargs)
+
+    AotCodeCompiler.compile = classmethod(compile)
+    try:
+        yield build
+    finally:
+        AotCodeCompiler.compile = original
 
 
 @dataclass

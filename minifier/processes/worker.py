@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..contract.layout import CACHES, PACKAGES
 from ..contract.procs import WORKER_NAME, env_set, name_process
@@ -207,10 +207,12 @@ class Worker:
         own_cache = os.path.join(self.init.work_dir, CACHES, request.key) if request.own_cache else None
         recorded = switches.Recorded() if request.record_compile else None
         max_abs_error = None
+        build = switches.Build()
         try:
             with (
                 recording_provenance() if request.provenance else contextlib.nullcontext(),
                 inductor_cache(own_cache),
+                switches.watching_build(request.stop_at_build) as build,
                 switches.switched(request.aten_fallback, recorded, request.failing_code),
             ):
                 compiled = self._compile(ep, package, request.configs)
@@ -223,6 +225,8 @@ class Worker:
                 raise
             if switches.stopped_unchanged(e):
                 return p.Outcome(key=request.key, status="unchanged", seconds=time.monotonic() - start, code=code)
+            if switches.stopped_at_build(e):
+                return _passed(request.key, start, saved, code, built=True, text=switches.STOPPED_AT_BUILD)
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
             error = analyze_error(type(e).__name__, str(e), self.phase, raising_frame(e))
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
@@ -238,18 +242,17 @@ class Worker:
                 passes=recorded.passes if recorded else [],
                 lowered=recorded.lowered if recorded else [],
                 generated=recorded.generated if recorded else None,
+                built=build.reached,
             )
         finally:
             _remove(package)
             _release_cuda_cache()
-        if saved:
-            _remove(saved)  # only failing candidates become checkpoints
-            _remove(p.code_beside(saved))
-        return p.Outcome(
-            key=request.key,
-            status="passed",
-            seconds=time.monotonic() - start,
-            code=code,
+        return _passed(
+            request.key,
+            start,
+            saved,
+            code,
+            built=build.reached,
             max_abs_error=max_abs_error,
             passes=recorded.passes if recorded else [],
             lowered=recorded.lowered if recorded else [],
@@ -613,6 +616,13 @@ def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
             log_error=lambda *args, **kwargs: None,
         )
     ]
+
+
+def _passed(key: str, start: float, saved: str | None, code: str, **found: Any) -> p.Outcome:
+    if saved:
+        _remove(saved)  # only failing candidates become checkpoints
+        _remove(p.code_beside(saved))
+    return p.Outcome(key=key, status="passed", seconds=time.monotonic() - start, code=code, **found)
 
 
 def _compute_nodes(flat) -> list[str]:
