@@ -34,7 +34,7 @@ from ..contract.events import (
 from ..contract.signature import Signature
 from ..exchange import worker_protocol as p
 from ..processes.pool import Pool, Result
-from .minify import DoesNotFail, minify
+from .minify import DoesNotFail, minify, raised_before_build
 from .reporter import Reporter
 from .reproduce import fake_kernel_lies
 from .session import Session
@@ -139,6 +139,7 @@ class Triaging:
         self.lowered: list[str] = []
         self.probes: list[Change] = []  # groups of ops left to ATen, tried in turn
         self.failing_code: str | None = None
+        self.stop_at_build = False  # the failure raises before the C++ build: a change that gets there avoids it
 
     def run(self) -> Triage:
         graph = self.pool.call(p.DescribeRequest()).graph
@@ -149,6 +150,8 @@ class Triaging:
             raise DoesNotFail(f"the minimal repro does not fail here: {one_line(baseline) or 'it ran'}")
         # a change that leaves Inductor's code as the baseline's is not compiled: it fails as the baseline did
         self.failing_code = baseline.outcome.generated if baseline.outcome else None
+        # a change the minimal graph gets past its failure with is checked on the original by a full compile anyway
+        self.stop_at_build = raised_before_build(baseline)
         phase = phase_of(baseline, self.target)
         passes = baseline.outcome.passes if baseline.outcome else []
         # the ops Inductor lowered (decompositions applied: mish's log1p, relu_ as relu), else the graph's own
@@ -287,6 +290,7 @@ class Triaging:
             aten_fallback=as_lowered(change.aten_fallback),
             record_compile=record_compile,
             failing_code=self.failing_code,
+            stop_at_build=self.stop_at_build,
         )
 
     def culprit(self, phase: str) -> Culprit:
