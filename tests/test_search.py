@@ -616,3 +616,21 @@ def test_the_round_run_ahead_of_an_earlier_failure_never_stops_what_this_round_s
     assert race.first_failing([*singles, *complements], current, then) == culprit
     assert singles[1] not in pool.stopped and [c for c, _ in pool.started].count(singles[1]) == 1
     assert pool.now == 60.0  # the passing single nodes before it, compiled once
+
+
+def test_only_a_compile_error_raised_before_the_build_stops_candidates_there():
+    from minifier.contract.signature import ErrorAnalysis, Signature
+    from minifier.driver.minify import raised_before_build
+    from minifier.exchange import worker_protocol as p
+    from minifier.processes.pool import Result
+
+    def whole(kind: str, built: bool | None) -> Result:
+        error = ErrorAnalysis(Signature("E", "m", kind), "E: m", None)
+        outcome = p.Outcome(key="whole", status="raised", seconds=1.0, error=error, built=built)
+        return Result(p.QueryRequest(key="whole", original=True), "outcome", 1.0, outcome)
+
+    assert raised_before_build(whole("compile_error", built=False))  # a codegen KeyError
+    assert not raised_before_build(whole("compile_error", built=True))  # g++ failed: in the build
+    # a compile served from Inductor's cache never reaches the build, and a device-side assert comes at run time
+    assert not raised_before_build(whole("runtime_error", built=False))
+    assert not raised_before_build(whole("accuracy", built=False))

@@ -456,9 +456,16 @@ def sanity(session: Session, tester: PoolTester, full: Candidate) -> Signature:
 
 def raised_before_build(result: Result) -> bool:
     """The whole graph's compile raised before the package's C++ build (a codegen KeyError, a Triton kernel that
-    does not compile): what reaches the build cannot fail that way."""
+    does not compile): what reaches the build cannot fail that way. Only a compile error counts: a compile served
+    from Inductor's cache never reaches the build either, and then fails at run time (a device-side assert)."""
     outcome = result.outcome
-    return outcome is not None and outcome.status == "raised" and outcome.built is False
+    return (
+        outcome is not None
+        and outcome.status == "raised"
+        and outcome.built is False
+        and outcome.error is not None
+        and outcome.error.signature.kind == "compile_error"
+    )
 
 
 def _saved_program(result: Result) -> tuple[str, str] | None:
