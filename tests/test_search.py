@@ -1,6 +1,8 @@
 """The search over node sets, with oracles that stand for known bug shapes, and the race of guesses
 beside it on a simulated clock."""
 
+import itertools
+
 import pytest
 
 from minifier.driver.search import Race, Space, make_closure, minimize, opening_round, smallest_failure_known
@@ -535,6 +537,23 @@ def test_nodes_known_to_fail_together_are_proven_by_complements_first():
     assert [len(c) for c in pool.compiled] == [3, 3, 3, 3] and race.implied == 4
     elsewhere = Race(pool, together=[frozenset({"n1", "n9"})])  # a lie outside the graph says nothing of it
     assert not elsewhere.needs_several([frozenset({"n1"})], whole)
+
+
+def test_a_fused_kernel_s_group_that_won_loses_its_needless_nodes_in_one_round_of_complements():
+    # BERT's index_put KeyError (torch 2.13): the group of the kernel that failed while fused (9 nodes) won; the
+    # failure needs 7 of them and none alone. Split by halves, quarters and eighths that all passed: 35 queries.
+    names, space = chain(9)
+    group, needed = frozenset(names), frozenset(names[1:8])
+    pool = QueuedPool(lambda c: needed <= c, latency=lambda c: 0.3, workers=2)
+    pool._verdicts[group] = "fails"
+    race = Race(pool, together=[frozenset(pair) for pair in itertools.combinations(names, 2)])
+    assert minimize(space, group, race, guessed=True) == needed
+    assert sorted(len(c) for c in pool.compiled) == [7] + [8] * 9  # the complements, then the two nodes' removal
+    unfused = QueuedPool(lambda c: needed <= c, latency=lambda c: 0.3, workers=2)
+    unfused._verdicts[group] = "fails"
+    assert minimize(space, group, Race(unfused), guessed=True) == needed
+    assert min(len(c) for c in unfused.compiled) == 1  # nothing says so: single nodes go first, but no halves
+    assert all(len(c) in (1, 7, 8) for c in unfused.compiled)
 
 
 def test_what_a_round_ran_ahead_is_stopped_when_it_ends_without_it():

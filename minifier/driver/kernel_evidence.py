@@ -5,6 +5,7 @@ the original again with blocking launches."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 
 from ..contract.signature import KernelRef
@@ -19,6 +20,7 @@ from .session import Session
 from .verdicts import result_signature
 
 LOCATE_KEY = "locate"
+MAX_FUSED = 24  # nodes of a fused kernel paired in `together` (pairs grow as the square)
 # A CUDA fault is reported at a later synchronization, after the faulting kernel's launch has returned,
 # so the launch trace of an ordinary run names no kernel. Launches that wait for their kernel report it
 # at the kernel's own launch; read by CUDA when it starts, hence a worker started with it.
@@ -26,13 +28,24 @@ LAUNCH_BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}
 
 
 class KernelEvidence:
-    def __init__(self, session: Session, pool: Pool, reporter: Reporter, space: Space, graph: GraphInfo) -> None:
+    def __init__(
+        self,
+        session: Session,
+        pool: Pool,
+        reporter: Reporter,
+        space: Space,
+        graph: GraphInfo,
+        together: list[Candidate] | None = None,
+    ) -> None:
         self.session = session
         self.pool = pool
         self.reporter = reporter
         self.space = space
         self.graph = graph
         self.known = False
+        # node sets a failure likely needs several of, shared with the race: each pair of a kernel that failed
+        # while its nodes were fused (the index_put KeyError: none of its nodes fails alone)
+        self.together = together if together is not None else []
 
     def of_the_whole_graph(self, result: Result) -> list[Candidate]:
         """The slices around the kernel the whole graph's compile or run failed in, unless one is known already;
@@ -54,6 +67,9 @@ class KernelEvidence:
         kernel = resolve_kernel(kernel, self.graph, read_kernel_source(kernel), provenance=provenance)
         how = "named by Inductor" if kernel.exact else "guessed from its ops"
         self.reporter.say(f"kernel {kernel.name}: source nodes {', '.join(kernel.source_nodes[:8])} ({how})")
+        if kernel.exact and kernel.fused:
+            fused = sorted(set(kernel.source_nodes) & set(self.space.order))[:MAX_FUSED]
+            self.together += [frozenset(pair) for pair in itertools.combinations(fused, 2)]
         slices = [self.space.closure(s) for s in kernel_slices(kernel, self.graph)]
         return list(dict.fromkeys(s for s in slices if s != self.space.whole))
 

@@ -101,7 +101,9 @@ class PoolTester:
         self.warned: set[str] = set()
         self.found: list[Candidate] = []
         self.accuracy = AccuracyProbe(session, pool, reporter, space, graph, lambda: self._verdicts, mismatched)
-        self.kernel = KernelEvidence(session, pool, reporter, space, graph)
+        # node sets a failure likely needs several of, as evidence finds them (the race reads this list)
+        self.together: list[Candidate] = self.accuracy.shown_together()
+        self.kernel = KernelEvidence(session, pool, reporter, space, graph, self.together)
         self.early = EarlyCheck(session, pool, reporter, self.standalone_header, progress.line)
 
     # --- search.Tester -----------------------------------------------------------------------------
@@ -330,7 +332,7 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
         progress = Progress(start_nodes=len(order), nodes=len(order))
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values.stored)))
         tester = PoolTester(session, pool, reporter, progress, space, graph, [m.node for m in values.mismatches])
-        race = Race(tester, together=tester.accuracy.shown_together())
+        race = Race(tester, together=tester.together)
         checkpoints = Checkpointing(race, tester)
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
         # The loose accuracy check cannot tell a wrong value that reaches the output from one that only feeds

@@ -142,12 +142,14 @@ def canonical(candidate: Candidate) -> tuple[int, list[str]]:
 class Race:
     """Rounds on a Tester, with guesses raced beside them (see the module docstring)."""
 
-    def __init__(self, tester: Tester, together: Iterable[Candidate] = ()) -> None:
+    def __init__(self, tester: Tester, together: Sequence[Candidate] = ()) -> None:
         self.tester = tester
         self.racers: list[Candidate] = []
         self.running: dict[Candidate, bool] = {}  # -> in the background
         self.implied = 0  # candidates not compiled: part of a graph that passed
-        self.together = list(together)  # node sets a failure likely needs all of (a lying fake kernel and a reader)
+        # node sets a failure likely needs several of (a lying fake kernel and a reader, two nodes of a kernel that
+        # failed while fused), read as they grow: evidence that comes during the search adds to them
+        self.together = together
 
     def race(self, guesses: Iterable[Candidate]) -> None:
         """Start guesses in the background; nothing ever waits on them."""
@@ -365,6 +367,9 @@ class Race:
 # built around the evidence, most of whose nodes the failure needs: its halves pass, and ddmin's
 # doubling to single nodes cost nn-transformer-cond 9 queries, 28 s, from 5 nodes to the cond and its relu.
 SMALL_GRAPH = 8
+# A guess that won is split into single nodes at once up to this size: a fused kernel's group (BERT's index_put
+# KeyError: 9 nodes, 7 needed) went through halves, quarters and eighths that all passed, 32 queries.
+SMALL_GUESS = 16
 
 
 def opening_round(
@@ -449,7 +454,7 @@ def _round(space: Space, current: Candidate, n: int) -> tuple[list[Candidate], l
 
 
 def _split_below(small_graph: int, guessed: bool) -> int:
-    return max(small_graph, SMALL_GRAPH if guessed else 0)
+    return max(small_graph, SMALL_GUESS if guessed else 0)
 
 
 def _first_granularity(current: Candidate, max_granularity: int | None, small_graph: int) -> int:
