@@ -35,7 +35,7 @@ class KernelEvidence:
         reporter: Reporter,
         space: Space,
         graph: GraphInfo,
-        together: list[Candidate] | None = None,
+        together: list[Candidate],
     ) -> None:
         self.session = session
         self.pool = pool
@@ -45,7 +45,7 @@ class KernelEvidence:
         self.known = False
         # node sets a failure likely needs several of, shared with the race: each pair of a kernel that failed
         # while its nodes were fused (the index_put KeyError: none of its nodes fails alone)
-        self.together = together if together is not None else []
+        self.together = together
 
     def of_the_whole_graph(self, result: Result) -> list[Candidate]:
         """The slices around the kernel the whole graph's compile or run failed in, unless one is known already;

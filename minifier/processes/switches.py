@@ -17,7 +17,7 @@ import importlib
 import inspect
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 
@@ -90,20 +90,32 @@ def watching_build(stop: bool) -> Iterator[Build]:
     ReachedBuild there instead of building. A failure the original raises before its build (a codegen KeyError,
     a Triton kernel that does not compile) cannot come from a candidate that got that far, and a passing
     candidate's build is most of its compile."""
-    from torch._inductor.codecache import AotCodeCompiler
-
     build = Build()
-    original = AotCodeCompiler.__dict__["compile"]
 
-    def compile(cls, *args, **kwargs):
+    def reach(*args, **kwargs) -> None:
         build.reached = True
         if stop:
             raise ReachedBuild()
+
+    with _at_build(reach):
+        yield build
+
+
+@contextlib.contextmanager
+def _at_build(check: Callable[..., None]) -> Iterator[None]:
+    """Inside, `check` is called with what Inductor hands the package's C++ build (`AotCodeCompiler.compile`'s
+    arguments) before the build starts; it stops the build by raising."""
+    from torch._inductor.codecache import AotCodeCompiler
+
+    original = AotCodeCompiler.__dict__["compile"]
+
+    def compile(cls, *args, **kwargs):
+        check(*args, **kwargs)
         return original.__func__(cls, *args, **kwargs)
 
     AotCodeCompiler.compile = classmethod(compile)
     try:
-        yield build
+        yield
     finally:
         AotCodeCompiler.compile = original
 
@@ -184,23 +196,16 @@ def _fingerprinting(recorded: Recorded | None, failing_code: str | None) -> Iter
     """The fingerprint is taken where Inductor hands the package's generated code to the C++ compiler: the
     wrapper and kernel source, the extern kernels, and the configs that compile reads. A config change that
     leaves all of them as they were (a fusion limit on a one-kernel graph) cannot change the outcome."""
-    from torch._inductor.codecache import AotCodeCompiler
 
-    original = AotCodeCompiler.__dict__["compile"]
-
-    def compile(cls, graph, wrapper_code, kernel_code, serialized_extern_kernel_nodes, **kwargs):
+    def check(graph, wrapper_code, kernel_code, serialized_extern_kernel_nodes, **kwargs) -> None:
         generated = fingerprint(wrapper_code, kernel_code, serialized_extern_kernel_nodes, kwargs.get("device_type"))
         if recorded is not None:
             recorded.generated = generated
         if generated == failing_code:
             raise UnchangedCode(generated)
-        return original.__func__(cls, graph, wrapper_code, kernel_code, serialized_extern_kernel_nodes, **kwargs)
 
-    AotCodeCompiler.compile = classmethod(compile)
-    try:
+    with _at_build(check):
         yield
-    finally:
-        AotCodeCompiler.compile = original
 
 
 def fingerprint(*code: object) -> str:
