@@ -69,13 +69,14 @@ async function graphDocument(page, rowText, accept = () => true) {
 }
 
 // A page on a started code-server. A passing test removes its workspace and logs; a failing one leaves
-// both, with a screenshot, for a look.
+// both, with a screenshot, for a look. They are removed only once code-server and what it started have
+// stopped: code-server still writing its user data made the removal fail (ENOTEMPTY) after a test passed.
 async function inWorkbench(ws, cs, label, body) {
   const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+  let passed = false;
   try {
     await body(page);
-    cs.cleanup();
-    rmSync(ws, { recursive: true, force: true });
+    passed = true;
   } catch (e) {
     await h.shot(page, `failed-${label}`).catch(() => undefined);
     h.log(`kept for a look: ${ws}, code-server log ${cs.logFile}`);
@@ -83,6 +84,10 @@ async function inWorkbench(ws, cs, label, body) {
   } finally {
     await page.close();
     await cs.stop();
+    if (passed) {
+      cs.cleanup();
+      rmSync(ws, { recursive: true, force: true });
+    }
   }
 }
 
