@@ -208,6 +208,8 @@ WORKLOADS: dict[str, Workload] = {
         _w("cuda-tv-resnet18-relu-accuracy", "resnet18", 0, "relu-accuracy", "cuda"),
         _w("cuda-tv-regnet_y_400mf-relu-accuracy", "regnet_y_400mf", 0, "relu-accuracy", "cuda"),
         _w("cuda-tv-mobilenet_v3_small-relu-accuracy", "mobilenet_v3_small", 0, "relu-accuracy", "cuda"),
+        _w("cuda-tv-resnet50-relu-compile_error", "resnet50", 0, "relu-compile_error", "cuda"),
+        _w("cuda-tv-resnet50-relu-accuracy", "resnet50", 0, "relu-accuracy", "cuda"),
         _w("cuda-hf-bert3-relu-compile_error", "bert", 3, "relu-compile_error", "cuda"),
         _w("cuda-hf-bert20-relu-compile_error", "bert", 20, "relu-compile_error", "cuda"),
         _w("cuda-hf-llama-relu-runtime_error", "llama", 2, "relu-runtime_error", "cuda"),
