@@ -1,5 +1,6 @@
 """Worker pool policy that needs no compile: GPU spreading, environment, dead workers, the fork server."""
 
+import dataclasses
 import json
 import os
 import signal
@@ -536,3 +537,26 @@ def test_the_compile_mark_names_the_timers_that_took_the_time(capsys):
     )
     [(_, times)] = worklog.compiled_marks(capsys.readouterr().out)
     assert times == "in 12.3 s: AotCodeCompiler.compile 9.0, compile_file 8.9, Scheduler.codegen 2.0"
+
+
+@pytest.mark.compile
+def test_kernels_that_do_not_compile_are_told_while_the_wrapper_compiles_and_then_raised_as_inductor_does(tmp_path):
+    # the wrapper's compile, which Inductor runs first, is most of a CPU compile: the kernels' starts beside it
+    save_relu_program(tmp_path)
+    cfg = config(tmp_path, size=1, start_timeout=120)
+    spec = dataclasses.replace(cfg.init.launcher, config_patches={"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"})
+    pool = Pool(dataclasses.replace(cfg, init=dataclasses.replace(cfg.init, launcher=spec)))
+    try:
+        pool.submit(p.QueryRequest(key="whole", original=True, provenance=True, early_kernel=True))
+        results = pool.wait()
+        if all(r.kind == "kernel_failed" for r in results):  # told first: the outcome comes later
+            results += pool.wait()
+    finally:
+        pool.close()
+    assert [r.kind for r in results] == ["kernel_failed", "outcome"], results
+    early, final = results
+    error = early.kernel_error
+    assert error is not None and error.kernel is not None and error.kernel.name.startswith("cpp_fused_relu")
+    assert worklog.provenance_in(early.log), "the provenance of the compile still running"
+    assert final.outcome.status == "raised" and final.outcome.error.signature == error.signature
+    assert final.outcome.built, "raised by the package's C++ build"

@@ -59,6 +59,13 @@ class KernelEvidence:
             self.locate()
         return self.leads(kernel, provenance)
 
+    def of_kernels_that_did_not_compile(self, result: Result) -> list[Candidate]:
+        """Evidence only: Inductor raises the wrapper's compile error first, should there be one."""
+        if self.known:
+            return []
+        provenance = provenance_in(result.log)
+        return self.leads(failing_kernel(result.kernel_error, result.log, provenance), provenance)
+
     def leads(self, kernel: KernelRef | None, provenance: Mapping[str, list[str]]) -> list[Candidate]:
         """Slices around the failing kernel's origin, best evidence first."""
         if not self.session.options.slicing or kernel is None:
@@ -92,8 +99,11 @@ class KernelEvidence:
         )
 
     def answer(self, result: Result) -> list[Candidate] | None:
-        """For the launch-blocking run's answer, the slices around the kernel it placed (None for another
-        query's)."""
+        """For the launch-blocking run's answer, the slices around the kernel it placed; for the whole graph's
+        kernels that did not compile, while its wrapper still compiles, the slices around the kernel that
+        error names (None for another query's answer)."""
+        if result.kind == "kernel_failed":
+            return self.of_kernels_that_did_not_compile(result)
         if result.query.key != LOCATE_KEY:
             return None
         provenance = provenance_in(result.log)

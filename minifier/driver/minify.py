@@ -218,7 +218,9 @@ class PoolTester:
         if candidate == self.whole:  # the loaded program itself: no values, no re-export on the critical path
             # provenance names the failing kernel's nodes; an accuracy failure names no kernel
             provenance = self.session.options.slicing and not self.session.accuracy
-            return p.QueryRequest(key=key, original=True, save_pt2=save_pt2, provenance=provenance)
+            return p.QueryRequest(
+                key=key, original=True, save_pt2=save_pt2, provenance=provenance, early_kernel=provenance
+            )
         return p.QueryRequest(
             key=key,
             kept=sorted(candidate),

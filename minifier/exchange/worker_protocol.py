@@ -111,6 +111,8 @@ class QueryRequest:
     around the package's C++ compile: in the shared cache the two compiles would run one after the other.
     `stop_at_build`: the failure being minified raises before the package's C++ build, so a candidate that
     reaches the build does not fail that way: it is stopped there and passes (Outcome.built).
+    `early_kernel`: should the package's kernels not compile, say so at once (KernelFailed, before the Outcome):
+    the wrapper's compile, which Inductor raises first, is still running then.
 
     Triage (minifier.driver.triage) asks more of one compile: `program`, a saved exported program (repro.pt2)
     instead of the launcher's; `configs`, Inductor configs over the launcher's (a workaround tried, as
@@ -137,6 +139,7 @@ class QueryRequest:
     record_compile: bool = False
     failing_code: str | None = None
     stop_at_build: bool = False
+    early_kernel: bool = False
     type: Literal["query"] = "query"
 
 
@@ -228,6 +231,16 @@ class Outcome:
 
 
 @dataclass(frozen=True)
+class KernelFailed:
+    """Sent during a query with `early_kernel`: the package's kernels did not compile (the Outcome follows,
+    with this error unless the wrapper's compile fails too: Inductor raises the wrapper's first)."""
+
+    key: str
+    error: ErrorAnalysis
+    type: Literal["kernel_failed"] = "kernel_failed"
+
+
+@dataclass(frozen=True)
 class StandaloneCode:
     """The code, or (code None) why the graph cannot be written as code."""
 
@@ -253,9 +266,11 @@ class WorkerFailed:
     type: Literal["failed"] = "failed"
 
 
-Reply = Ready | Described | ValuesStored | FakeChecked | Warmed | Outcome | StandaloneCode | Configs | WorkerFailed
+Reply = (
+    Ready | Described | ValuesStored | FakeChecked | Warmed | KernelFailed | Outcome | StandaloneCode | Configs | WorkerFailed
+)
 # The replies that answer one request; the pool handles the others (Ready, Warmed, WorkerFailed) itself.
-Answer = Described | ValuesStored | FakeChecked | Outcome | StandaloneCode | Configs
+Answer = Described | ValuesStored | FakeChecked | KernelFailed | Outcome | StandaloneCode | Configs
 # What a pool's `call` (one request, one reply) gets for each request it may send.
 CALL_ANSWERS: dict[type, type] = {
     DescribeRequest: Described,
@@ -282,6 +297,7 @@ _REPLIES = {
     "values_stored": ValuesStored,
     "fake_checked": FakeChecked,
     "warmed": Warmed,
+    "kernel_failed": KernelFailed,
     "outcome": Outcome,
     "standalone_code": StandaloneCode,
     "configs": Configs,

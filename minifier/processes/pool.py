@@ -23,6 +23,7 @@ from typing import Literal, overload
 from ..contract.artifacts import output_error
 from ..contract.events import ErrorCode
 from ..contract.procs import exit_text, signal_name, with_this_package
+from ..contract.signature import ErrorAnalysis
 from ..contract.wire import WireError
 from ..exchange import worker_protocol as p
 from ..exchange import worklog
@@ -62,13 +63,17 @@ class PoolConfig:
 
 @dataclass(frozen=True)
 class Result:
+    """A query's answer; of a query with `early_kernel`, also its kernels' compile error as soon as the worker
+    saw it ("kernel_failed", `kernel_error`: the query still runs, its answer follows)."""
+
     query: p.QueryRequest
-    kind: Literal["outcome", "crash", "timeout"]
+    kind: Literal["outcome", "crash", "timeout", "kernel_failed"]
     seconds: float
     outcome: p.Outcome | None = None
     detail: str = ""
     signal: str = ""
     log: str = ""  # what the worker printed during a query that asked for provenance (its launch trace)
+    kernel_error: ErrorAnalysis | None = None
 
 
 @dataclass(frozen=True)
@@ -367,7 +372,11 @@ class Pool:
         return []
 
     def _outcome(self, slot: _Slot, reply: p.Reply) -> list[Result]:
-        """A query's result from its worker's reply (none for other replies); the worker is free again."""
+        """A query's result from its worker's reply (none for other replies); the worker is free again,
+        unless the reply only tells of its kernels' compile error (the query goes on)."""
+        if isinstance(reply, p.KernelFailed) and slot.current is not None and reply.key == slot.current.key:
+            seconds = time.monotonic() - slot.sent_at
+            return [Result(slot.current, "kernel_failed", seconds, log=slot.query_log(), kernel_error=reply.error)]
         if not isinstance(reply, p.Outcome) or slot.current is None:
             return []
         result = Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply, log=slot.query_log())

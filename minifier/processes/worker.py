@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..contract.layout import CACHES, PACKAGES
@@ -37,7 +38,7 @@ from ..exchange.worklog import (
     provenance_mark,
     sampling_stacks,
 )
-from . import cpu_isa, switches
+from . import cpp_build, cpu_isa, switches
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -50,8 +51,11 @@ _DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
 
 
 class Worker:
-    def __init__(self, isa_answer: cpu_isa.SharedAnswer | None = None) -> None:
+    def __init__(
+        self, isa_answer: cpu_isa.SharedAnswer | None = None, tell: Callable[[p.Reply], None] | None = None
+    ) -> None:
         self.isa_answer = isa_answer  # the fork server's CPU ISA probe, where it forked this one before having it
+        self.tell = tell  # a reply sent before the request's answer (KernelFailed)
         self._init: p.InitRequest | None = None
         self._ep: ExportedProgram | None = None
         self._flat: FlatProgram | None = None
@@ -215,7 +219,7 @@ class Worker:
                 switches.watching_build(request.stop_at_build) as build,
                 switches.switched(request.aten_fallback, recorded, request.failing_code),
             ):
-                compiled = self._compile(ep, package, request.configs)
+                compiled = self._compile(ep, package, request.configs, self._early_kernel(request))
             if request.compare:
                 max_abs_error = self._compare(compiled, eager, args)
             else:
@@ -333,13 +337,31 @@ class Worker:
         ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=strict)
         return ep, tuple(inputs), gm
 
-    def _compile(self, ep, package: str, configs: dict[str, object] | None = None):
+    def _early_kernel(self, request: p.QueryRequest) -> Callable[[BaseException], None] | None:
+        tell = self.tell
+        if not request.early_kernel or tell is None:
+            return None
+
+        def told(error: BaseException) -> None:
+            if request.provenance:
+                provenance_so_far()
+            tell(p.KernelFailed(key=request.key, error=analyze_error(type(error).__name__, str(error), "compile", None)))
+
+        return told
+
+    def _compile(
+        self,
+        ep,
+        package: str,
+        configs: dict[str, object] | None = None,
+        on_kernel_error: Callable[[BaseException], None] | None = None,
+    ):
         import torch
 
         patches = {**self.init.launcher.config_patches, **(configs or {})}
         with torch.no_grad():
             self._enter("compile", package)
-            with marking_compile_times():
+            with marking_compile_times(), cpp_build.side_by_side(on_kernel_error):
                 how = cpu_isa.ensure(patches, self.isa_answer)
                 if how:
                     print(how, flush=True)
@@ -505,6 +527,16 @@ def recording_provenance():
     finally:
         debug.reset_provenance_globals = resetting
         provenance_mark(kernels)
+
+
+def provenance_so_far() -> None:
+    """A provenance mark of the compile still running, its code generated (recording_provenance's is written
+    when it ends): the kernel that did not compile is named by the nodes it came from."""
+    import torch._inductor.debug as debug
+
+    read = getattr(debug, "create_kernel_information_json", None)
+    if read is not None:
+        provenance_mark({key: list(info.get("pre_grad_nodes", [])) for key, info in read().items()})
 
 
 @contextlib.contextmanager
@@ -766,7 +798,13 @@ def serve(fd_in: int, fd_out: int, isa_answer: cpu_isa.SharedAnswer | None = Non
     keep_under(LOG_LIMIT)
     requests = os.fdopen(fd_in, "rb")
     replies = os.fdopen(fd_out, "wb", buffering=0)
-    worker = Worker(isa_answer)
+    writing = threading.Lock()  # a compile's thread tells the driver things while the query runs
+
+    def send(reply: p.Reply) -> None:
+        with writing:
+            replies.write(p.encode(reply))
+
+    worker = Worker(isa_answer, send)
     for line in requests:
         try:
             reply = worker.handle(p.decode_request(line))
@@ -776,7 +814,7 @@ def serve(fd_in: int, fd_out: int, isa_answer: cpu_isa.SharedAnswer | None = Non
                 if disk_full(e)
                 else p.WorkerFailed(code="internal", message=f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
             )
-        replies.write(p.encode(reply))
+        send(reply)
         phase("answered", type(reply).__name__)
         if isinstance(reply, p.WorkerFailed) or getattr(reply, "poisoned", False):
             sys.stdout.flush()
