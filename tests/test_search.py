@@ -468,8 +468,8 @@ class QueuedPool(SimulatedPool):
     """A SimulatedPool where only `workers` candidates compile at once; the others wait in a queue, foreground
     ones first (as the worker pool's)."""
 
-    def __init__(self, fails, latency, workers):
-        super().__init__(fails, latency, workers=workers)
+    def __init__(self, fails, latency, workers, leads_at=()):
+        super().__init__(fails, latency, leads_at, workers)
         self.queue = []  # (candidate, background), in the order they start
         self.compiled = []
 
@@ -653,3 +653,20 @@ def test_only_a_compile_error_raised_before_the_build_stops_candidates_there():
     # a compile served from Inductor's cache never reaches the build, and a device-side assert comes at run time
     assert not raised_before_build(whole("runtime_error", built=False))
     assert not raised_before_build(whole("accuracy", built=False))
+
+
+def test_a_lead_takes_the_worker_of_a_candidate_run_ahead_of_its_round():
+    # the demo on a 2-core VM: a worker compiles the whole graph (8 s), the other a single node run ahead; the
+    # kernels' compile error names the culprit 4 s in (minifier.processes.cpp_build), while the wrapper compiles
+    names, space = chain(3)
+    whole, culprit = frozenset(names), frozenset({"n1"})
+    latency = lambda c: 8.0 if c == whole else 6.0  # noqa: E731
+    pool = QueuedPool(lambda c: "n1" in c, latency, workers=2, leads_at=[(4.0, [culprit])])
+    race = Race(pool)
+    assert race.verdict(whole, lambda w: opening_round(space, w)) == "fails"
+    result = minimize(space, race.winner(whole) or whole, race)
+    race.close()
+    assert result == culprit
+    [(ahead, background)] = [(c, b) for c, b in pool.started if c != whole][:1]
+    assert background and ahead != culprit and ahead in pool.stopped  # it made room for the lead at 4 s...
+    assert pool.now == 10.0  # ...which answered at 10 s, not after the run-ahead's 6 s and its own

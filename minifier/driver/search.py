@@ -152,11 +152,20 @@ class Race:
         self.together = together
 
     def race(self, guesses: Iterable[Candidate]) -> None:
-        """Start guesses in the background; nothing ever waits on them."""
+        """Start guesses in the background; nothing ever waits on them. Evidence outranks a round's candidate
+        run ahead on spec: with no worker spare, a guess takes the worker of the youngest such candidate,
+        which runs again when its round comes."""
         for guess in guesses:
             if guess not in self.racers:
                 self.racers.append(guess)
+                if guess not in self.running and not self.tester.spare():
+                    self._make_room()
                 self._start(guess, background=True)
+
+    def _make_room(self) -> None:
+        ahead = [c for c, bg in self.running.items() if bg and c not in self.racers and self.tester.compiling(c)]
+        if ahead:
+            self._drop(ahead[-1])
 
     def lead(self, guesses: Iterable[Candidate]) -> None:
         """Start guesses in the foreground, ahead of the rounds queued after them: evidence of values (the
