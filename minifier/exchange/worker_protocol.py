@@ -267,7 +267,16 @@ class WorkerFailed:
 
 
 Reply = (
-    Ready | Described | ValuesStored | FakeChecked | Warmed | KernelFailed | Outcome | StandaloneCode | Configs | WorkerFailed
+    Ready
+    | Described
+    | ValuesStored
+    | FakeChecked
+    | Warmed
+    | KernelFailed
+    | Outcome
+    | StandaloneCode
+    | Configs
+    | WorkerFailed
 )
 # The replies that answer one request; the pool handles the others (Ready, Warmed, WorkerFailed) itself.
 Answer = Described | ValuesStored | FakeChecked | KernelFailed | Outcome | StandaloneCode | Configs

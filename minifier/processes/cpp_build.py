@@ -14,6 +14,7 @@ kernels' from theirs, which waits for its compile; so the outcome of every compi
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 import threading
 from collections.abc import Callable, Iterator
@@ -23,8 +24,12 @@ WRAPPER_SOURCE = ".wrapper.cpp"
 KERNEL_SOURCE = ".kernel.cpp"
 
 
-def _sources(bound: inspect.BoundArguments) -> list[str]:
-    sources = bound.arguments.get("sources", [])
+def _sources(signature: inspect.Signature, *args, **kwargs) -> list[str]:
+    """The builder's sources as passed (a torch whose CppBuilder takes others: none, and nothing changes)."""
+    try:
+        sources = signature.bind(*args, **kwargs).arguments.get("sources", [])
+    except TypeError:
+        return []
     return [sources] if isinstance(sources, str) else list(sources)
 
 
@@ -44,7 +49,7 @@ def side_by_side(on_kernel_error: Callable[[BaseException], None] | None = None)
 
     def __init__(self, *args, **kwargs) -> None:
         original_init(self, *args, **kwargs)
-        sources = _sources(signature.bind(self, *args, **kwargs))
+        sources = _sources(signature, self, *args, **kwargs)
         if len(sources) == 1 and sources[0].endswith(KERNEL_SOURCE):
             kernels.append(self)
         elif len(sources) == 1 and sources[0].endswith(WRAPPER_SOURCE):
@@ -56,7 +61,7 @@ def side_by_side(on_kernel_error: Callable[[BaseException], None] | None = None)
                 del started[i]
                 return done.result()  # the kernels' error, raised where Inductor raises it
         if kernels and any(w is self for w in wrappers):
-            started.extend((k, _in_a_thread(lambda k=k: original_build(k), on_kernel_error)) for k in kernels)
+            started.extend((k, _in_a_thread(functools.partial(original_build, k), on_kernel_error)) for k in kernels)
             kernels.clear()
         return original_build(self)
 
@@ -77,7 +82,7 @@ def _in_a_thread(work: Callable[[], None], on_error: Callable[[BaseException], N
     def run() -> None:
         try:
             work()
-        except BaseException as e:  # noqa: BLE001 - handed to the thread that waits for it
+        except BaseException as e:  # handed to the thread that waits for it
             if on_error is not None:  # before the waiting thread can raise it: what it tells comes first
                 with contextlib.suppress(Exception):
                     on_error(e)

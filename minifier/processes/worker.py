@@ -345,7 +345,9 @@ class Worker:
         def told(error: BaseException) -> None:
             if request.provenance:
                 provenance_so_far()
-            tell(p.KernelFailed(key=request.key, error=analyze_error(type(error).__name__, str(error), "compile", None)))
+            tell(
+                p.KernelFailed(key=request.key, error=analyze_error(type(error).__name__, str(error), "compile", None))
+            )
 
         return told
 
