@@ -103,6 +103,9 @@ class DumpLock:
                 if holder not in self.waited_for:
                     self.waited_for.append(holder)
                     on_queue(holder)
+                # The next holder (another queued run, or a reader) has the flock a moment before its text:
+                # that moment is granted the patience anew, counted from the last holder that was waited for.
+                deadline = time.monotonic() + ACQUIRE_PATIENCE
                 time.sleep(QUEUE_POLL)
             elif time.monotonic() > deadline:
                 raise DumpBusy(self.path, holder or LockInfo(0, "", 0.0))
