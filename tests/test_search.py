@@ -670,3 +670,35 @@ def test_a_lead_takes_the_worker_of_a_candidate_run_ahead_of_its_round():
     [(ahead, background)] = [(c, b) for c, b in pool.started if c != whole][:1]
     assert background and ahead != culprit and ahead in pool.stopped  # it made room for the lead at 4 s...
     assert pool.now == 10.0  # ...which answered at 10 s, not after the run-ahead's 6 s and its own
+
+
+def test_where_cores_are_short_nothing_runs_ahead_of_the_whole_graph_yet_a_lead_starts_at_once():
+    # the demo on a 2-core VM: a single node run ahead beside the whole graph made its compile 9.0 s (7.1 s alone
+    # in `run`) and so the kernels' error that names the culprit later; with no room, that error comes as soon
+    # as it can and the culprit takes the worker left free
+    names, space = chain(3)
+    whole, culprit = frozenset(names), frozenset({"n1"})
+    latency = lambda c: 8.0 if c == whole else 6.0  # noqa: E731
+    pool = QueuedPool(lambda c: "n1" in c, latency, workers=2, leads_at=[(4.0, [culprit])])
+    race = Race(pool)
+    assert race.verdict(whole, lambda w: opening_round(space, w), room=0) == "fails"
+    result = minimize(space, race.winner(whole) or whole, race)
+    race.close()
+    assert result == culprit and pool.now == 10.0
+    assert pool.started[:2] == [(whole, False), (culprit, True)]  # nothing ran ahead to be stopped for it
+
+    # room for one on four workers: one candidate runs ahead, and the lead still gets a worker of its own
+    names, space = chain(8)
+    whole, culprit = frozenset(names), frozenset({"n5"})
+    latency = lambda c: 5.0 if c == whole else 6.0  # noqa: E731  (nothing run ahead answers before the verdict)
+    then, after = (lambda w: opening_round(space, w)), (lambda h: opening_round(space, h))
+
+    def ahead_of(room):
+        pool = QueuedPool(lambda c: "n5" in c, latency, workers=4, leads_at=[(4.0, [culprit])])
+        assert Race(pool).verdict(whole, then, after, room=room) == "fails" and pool.now == 5.0
+        assert (culprit, True) in pool.started and culprit not in pool.stopped
+        return [c for c, background in pool.started if background and c != culprit], pool.stopped
+
+    assert ahead_of(room=1) == ([frozenset({"n0"})], [])
+    ahead, stopped = ahead_of(room=None)  # every spare worker runs ahead, and the lead takes the youngest's
+    assert len(ahead) == 3 and stopped == ahead[-1:]

@@ -13,6 +13,14 @@ def default_workers() -> int:
     return max(1, min(8, os.cpu_count() or 1), len(default_devices()))
 
 
+def cores() -> int:
+    """The cores this process may run on (a container's or taskset's share, not the machine's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 @functools.cache
 def default_devices() -> list[str]:
     """GPUs the workers are spread over (round robin). Cached: the command line asks for it several

@@ -184,17 +184,25 @@ class Race:
         """Queue one candidate in the foreground, ahead of guesses queued after it."""
         self._start(candidate, background=False)
 
-    def verdict(self, candidate: Candidate, then: NextRound | None = None, after: NextRound | None = None) -> str:
+    def verdict(
+        self,
+        candidate: Candidate,
+        then: NextRound | None = None,
+        after: NextRound | None = None,
+        room: int | None = None,
+    ) -> str:
         """Test one candidate in the foreground (the whole graph) while the guesses go on, and the round `then`
         would start with if it fails runs ahead on spare workers. Workers still spare take the round `after`
-        would follow each of those with, best first, until that one passes."""
+        would follow each of those with, best first, until that one passes. At most `room` candidates run
+        ahead at once (None: as many as workers are spare); guesses are not counted."""
         self._start(candidate, background=False)
         upcoming = list(then(candidate)) if then is not None else []
         beyond: dict[Candidate, list[Candidate]] = {}  # an upcoming candidate -> the round after it
         while candidate not in self.tester.verdicts:
-            self._run_ahead(upcoming)
-            if after is not None:
-                self._run_ahead_beyond(upcoming, beyond, after)
+            if room is None or self._ahead() < room:
+                self._run_ahead(upcoming, room)
+                if after is not None:
+                    self._run_ahead_beyond(upcoming, beyond, after, room)
             self._step()
         verdict = self.tester.verdicts[candidate]
         if verdict != "fails":
@@ -337,15 +345,20 @@ class Race:
         kept = {c for upcoming in ahead.values() for c in upcoming}
         return [c for upcoming in before.values() for c in upcoming if c not in kept]
 
-    def _run_ahead(self, upcoming: list[Candidate]) -> None:
-        """The round after a candidate, a candidate on each spare worker, in the background: the round's own
-        candidates keep every worker they can use."""
+    def _run_ahead(self, upcoming: list[Candidate], room: int | None = None) -> None:
+        """The round after a candidate, a candidate on each spare worker (at most `room` run ahead at once), in
+        the background: the round's own candidates keep every worker they can use."""
         waiting = [c for c in upcoming if c not in self.running and c not in self.tester.verdicts]
-        for candidate in waiting[: self.tester.spare()]:
+        free = self.tester.spare() if room is None else min(self.tester.spare(), room - self._ahead())
+        for candidate in waiting[: max(0, free)]:
             self._start(candidate, background=True)
 
     def _run_ahead_beyond(
-        self, upcoming: list[Candidate], beyond: dict[Candidate, list[Candidate]], after: NextRound
+        self,
+        upcoming: list[Candidate],
+        beyond: dict[Candidate, list[Candidate]],
+        after: NextRound,
+        room: int | None = None,
     ) -> None:
         """The rounds after `upcoming`'s candidates on the workers they leave, best first; a candidate's is
         stopped once it passes (its parts pass too)."""
@@ -356,7 +369,11 @@ class Race:
             elif self.tester.spare():
                 if first not in beyond:
                     beyond[first] = list(after(first))
-                self._run_ahead(beyond[first])
+                self._run_ahead(beyond[first], room)
+
+    def _ahead(self) -> int:
+        """Candidates running in the background that are not guesses: run ahead on spec."""
+        return sum(1 for c, background in self.running.items() if background and c not in self.racers)
 
     def _drop(self, candidate: Candidate) -> None:
         if candidate in self.running and candidate not in self.racers:
