@@ -69,14 +69,17 @@ def test_seed_injections_shrink_to_the_single_relu(dumps, tmp_path, bug, kind):
     assert f"accuracy={'accuracy' if bug == 'accuracy' else False!r}," in open(done.repro).read()
 
 
-@pytest.mark.parametrize("workload", [None, "nn-cnn-relu-accuracy"])
+@pytest.mark.parametrize("workload", [None, "nn-cnn-relu-accuracy", "nn-mlp-dynamic-relu-accuracy"])
 def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path, workload):
     # before the whole graph's verdict too: on two workers the probe's answer frees the worker that a round run
     # ahead of that verdict would take (RoBERTa's log1p: its 1-node slice started 1.4 s later, behind a half).
     # The CNN computes in place (ReLU(inplace=True), a residual +=) as torchvision's do: its first relu_, which
     # overwrites the batch norm's value, is named, not the classifier behind its flatten (a view).
+    # A program of static sizes is probed just in time (no C++ wrapper to build); one with dims, whose sizes that
+    # compile would specialize, in a package as its candidates are.
     launcher = dumps.get(str(tmp_path), bug="accuracy", workload=workload)
-    session = Session.open(Options(launcher=launcher))
+    dynamic = workload == "nn-mlp-dynamic-relu-accuracy"
+    session = Session.open(Options(launcher=launcher, accuracy="accuracy" if dynamic else None))
     pool = session.pool(size=1)
     try:
         graph = pool.call(p.DescribeRequest()).graph
@@ -94,6 +97,8 @@ def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path,
     relu = next(n.name for n in graph.nodes if n.op in ("relu", "relu_"))
     assert tester.accuracy.probed[0] == {relu}  # the injected bug's node alone, the likeliest slice, first
     assert tester.leads() == tester.accuracy.probed
+    log = open(os.path.join(session.layout.work, "worker-0.log")).read()
+    assert ("compile probe, just in time" in log) != dynamic and ("probe.pt2" in log) == dynamic, log[-3000:]
 
 
 def test_compile_error_names_kernel_line_and_model_line(dumps, tmp_path):

@@ -95,6 +95,13 @@ FAILURES: dict[str, FailureClass] = {
     "dynamic-relu-compile_error": FailureClass(
         injection="relu:compile_error", act="relu", dynamic=True, note="exported with Dim batch and token dims"
     ),
+    "dynamic-relu-accuracy": FailureClass(
+        injection="relu:accuracy",
+        act="relu",
+        accuracy=True,
+        dynamic=True,
+        note="exported with Dim batch and token dims: the probe compiles a package, as for its candidates",
+    ),
     "relu_and_log1p-accuracy": FailureClass(
         injection="relu:accuracy+log1p:accuracy",
         accuracy=True,
@@ -197,6 +204,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("nn-cnn-relu-accuracy", "nn_cnn", 1, "relu-accuracy"),
         # the same failures in torch.nn's smallest model (Linear, activation, Linear), for the tests
         _w("nn-mlp-dynamic_fake-accuracy", "nn_mlp", 1, "dynamic_fake-accuracy"),
+        _w("nn-mlp-dynamic-relu-accuracy", "nn_mlp", 1, "dynamic-relu-accuracy"),
         _w("nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error"),
         _w("nn-mlp-index_put_mask-keyerror", "nn_mlp", 1, "index_put_mask-keyerror"),
         _w("nn-mlp-complex_scalar-assertion", "nn_mlp", 1, "complex_scalar-assertion"),
