@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Literal
 
 from lsprotocol import types
 
-from minifier.contract.events import ErrorEvent, Event, ExitCode, LogEvent, parse_event
+from minifier.contract.events import ErrorEvent, Event, ExitCode, LogEvent, ends, parse_event
 from minifier.contract.procs import exit_text, signal_group, with_this_package
 from minifier.contract.wire import WireError
 
 from .failures import FailureRecord, uri_of
 from .feature import Feature
-from .protocol import RUNNING_STATES
+from .protocol import RUNNING_STATES, State
 
 if TYPE_CHECKING:
     from .protocol import Settings
@@ -62,9 +62,14 @@ _EXIT_REASONS: dict[int, str] = {
 _ENDS_IN = {"run": "reproduced", "minify": "minimized", "triage": "minimized"}
 
 
-def _ended(job: Job, record: FailureRecord) -> bool:
-    """The job's result event came (a triage's `done` of the minify it started first is not its result)."""
-    return record.state == _ENDS_IN[job.kind] and (job.kind != "triage" or record.triage is not None)
+def _result(job: Job, record: FailureRecord) -> tuple[State, str | None] | None:
+    """The record's state and message as the job's result event left them; None where none came (a triage's `done`
+    of the minify it started first is not its result). Read from the job, not the record: an aoti-minify that a
+    terminal started once the job's lock was free may have moved the record on (`live.py`) before the job's exit
+    is read."""
+    if job.ended is None or job.ended[0] != _ENDS_IN[job.kind] or (job.kind == "triage" and not record.triage):
+        return None
+    return job.ended
 
 
 @dataclass
@@ -83,6 +88,7 @@ class Job:
     bad_lines: int = 0
     shown: asyncio.Task[None] | None = None  # held: opening the report in the editor
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=20))
+    ended: tuple[State, str | None] | None = None  # the record's state and message as the job's last event left them
 
 
 class Jobs(Feature):
@@ -311,6 +317,8 @@ class Jobs(Feature):
         if job.kind == "minify":  # the minifier only reports its clock at checkpoints
             record.seconds = max(record.seconds or 0.0, round(time.monotonic() - job.started, 1))
         record.apply(event)
+        if ends(event, job.kind):
+            job.ended = (record.state, record.message)
         self._report_progress(job, record)
         self.ls.changed()
 
@@ -337,6 +345,8 @@ class Jobs(Feature):
         if job.kind == "report":
             self._finish_report(job, record, code)
             return
+        state: State
+        message: str | None
         if job.cancel_requested or code == ExitCode.CANCELLED:
             if record.state != "cancelled" and not (job.kind == "minify" and record.state == "minimized"):
                 record.state = "cancelled"
@@ -347,16 +357,17 @@ class Jobs(Feature):
                     if job.kind == "triage"
                     else "reproduction cancelled"
                 )
-        elif not (
-            code == ExitCode.OK and record.state == _ENDS_IN[job.kind] and (job.kind != "triage" or record.triage)
-        ):
+            state, message = record.state, record.message
+        elif code == ExitCode.OK and (result := _result(job, record)) is not None:
+            state, message = result
+        else:
             self._fail(job, record, self._explain(job, code))
             return
-        self.ls.log(f"{job.failure_id}: {job.kind} ended: {record.message}")
-        if job.user and job.token is None and record.state in ("minimized", "cancelled"):
+        self.ls.log(f"{job.failure_id}: {job.kind} ended: {message}")
+        if job.user and job.token is None and state in ("minimized", "cancelled"):
             # No progress bar in this client: say how it ended, and where the repro is.
             where = f"; repro.py: {record.repro}" if record.repro else ""
-            self.ls.tell(f"aoti-lens: {record.id}: {record.message}{where}", types.MessageType.Info)
+            self.ls.tell(f"aoti-lens: {record.id}: {message}{where}", types.MessageType.Info)
 
     def _finish_report(self, job: Job, record: FailureRecord, code: int) -> None:
         if code == ExitCode.OK and record.report:
