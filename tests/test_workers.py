@@ -278,6 +278,27 @@ def test_a_worker_forked_before_the_fork_server_was_prepared_adopts_its_probe_an
     assert log.count("adopted the fork server's CPU vector ISA probe after") == 1 and "probed the CPU" not in log
 
 
+def test_where_cores_are_short_a_worker_forked_early_does_not_warm_up_until_forked_again(tmp_path):
+    # On 2 cores an idle worker's warm-up (Inductor's imports) ran beside the fork server's import of the same and
+    # the first compile, and was thrown away when the worker was forked again: the demo's `done` 0.4 s later.
+    save_relu_program(tmp_path)
+    pool = Pool(config(tmp_path, size=2, start_timeout=120, warm_early=False))
+    try:
+        pool.submit(p.QueryRequest(key="original", original=True))  # one worker compiles, the other is idle
+        [answered] = pool.wait()
+        if not pool.forks.prepared:
+            assert isinstance(pool.forks.receive(timeout=120, until=fp.Prepared), fp.Prepared)
+        pool.submit(p.QueryRequest(key="again", original=True))
+        pool.wait()
+    finally:
+        pool.close()
+    assert answered.outcome.status == "passed"
+    for index in (0, 1):
+        with open(worklog.worker_log(str(tmp_path), index)) as f:
+            first = f.read().split("=== worker")[1]  # forked with the pool, before the fork server was prepared
+        assert "start 1" in first and "answered Warmed" not in first, first
+
+
 def made_in_a_child(make) -> tuple:
     """What `make()` returns (a JSON list), made in a forked child: a probe changes its process's ISAs
     (Inductor's bf16 check adds its flag to avx512's for good), so probes are made as the fork server has

@@ -21,6 +21,13 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def room_beside_a_compile() -> int:
+    """How much other work the cores leave room for beside the first compile of a run: it holds about two cores
+    (Inductor's Python, then the wrapper's and the kernels' g++ side by side) while the fork server imports
+    Inductor beside it. Half the cores, less that compile: none on 2 cores."""
+    return max(0, cores() // 2 - 1)
+
+
 @functools.cache
 def default_devices() -> list[str]:
     """GPUs the workers are spread over (round robin). Cached: the command line asks for it several

@@ -447,13 +447,12 @@ def first_round(
 
 
 def room_beside_the_whole_graph() -> int:
-    """How many candidates may run ahead on spec while the whole graph compiles. That compile holds about two
-    cores (Inductor's Python, then the wrapper's and the kernels' g++ side by side) while the fork server
-    imports Inductor beside it, and it is the start of every path to the result: where a run-ahead takes a
-    core it needs, the verdict and the kernel evidence that names the culprit come later (the demo on a 2-core
-    VM: the whole graph compiled in 9.0 s with a single node run ahead, 7.1 s alone in `run`). Guesses from
-    evidence do not count: they still take any spare worker."""
-    return max(0, devices.cores() // 2 - 1)
+    """How many candidates may run ahead on spec while the whole graph compiles (`devices.room_beside_a_compile`).
+    That compile is the start of every path to the result: where a run-ahead takes a core it needs, the verdict
+    and the kernel evidence that names the culprit come later (the demo on a 2-core VM: the whole graph compiled
+    in 9.0 s with a single node run ahead, 7.1 s alone in `run`). Guesses from evidence do not count: they still
+    take any spare worker."""
+    return devices.room_beside_a_compile()
 
 
 def sanity(session: Session, tester: PoolTester, full: Candidate) -> Signature:

@@ -17,6 +17,7 @@ from ..contract.layout import DumpLayout
 from ..contract.lock import DumpLock, LockInfo
 from ..exchange import worker_protocol as p
 from ..processes.pool import Pool, PoolConfig, fork_server
+from . import devices
 from .options import Options
 from .reporter import Reporter
 
@@ -104,6 +105,7 @@ class Session:
             devices=self.options.devices,
             timeout=self.options.timeout,
             keep_warm=self.options.keep_warm,
+            warm_early=devices.room_beside_a_compile() > 0,
         )
 
     def reproduced_meanwhile(self) -> Failure | None:

@@ -59,6 +59,9 @@ class PoolConfig:
     start_timeout: float = 600.0
     python: str = sys.executable
     keep_warm: float = 0.0  # seconds the fork server waits for the next run (0: it ends with this one)
+    # an idle worker forked before the fork server was prepared warms up meanwhile (its imports): off where the
+    # cores leave no room beside the first compile, which it would slow while the fork server imports the same
+    warm_early: bool = True
 
 
 @dataclass(frozen=True)
@@ -407,7 +410,7 @@ class Pool:
                 s.state,
                 None if s.current is None else "background" if s.background else "foreground",
                 s.sent_at,
-                s.warm,
+                s.warm or (not self.config.warm_early and s.proc.prepared is not True),
             )
             for s in self.slots
         ]
