@@ -655,18 +655,25 @@ def test_only_a_compile_error_raised_before_the_build_stops_candidates_there():
     assert not raised_before_build(whole("accuracy", built=False))
 
 
-def test_a_lead_takes_the_worker_of_a_candidate_run_ahead_of_its_round():
-    # the demo on a 2-core VM: a worker compiles the whole graph (8 s), the other a single node run ahead; the
-    # kernels' compile error names the culprit 4 s in (minifier.processes.cpp_build), while the wrapper compiles
+def minified_demo(room=None):
+    """The demo on a 2-core VM: a worker compiles the whole graph (8 s); the kernels' compile error names the
+    culprit 4 s in (minifier.processes.cpp_build), while the wrapper compiles. Returns the pool, the whole graph
+    and the culprit once the search ended."""
     names, space = chain(3)
     whole, culprit = frozenset(names), frozenset({"n1"})
     latency = lambda c: 8.0 if c == whole else 6.0  # noqa: E731
     pool = QueuedPool(lambda c: "n1" in c, latency, workers=2, leads_at=[(4.0, [culprit])])
     race = Race(pool)
-    assert race.verdict(whole, lambda w: opening_round(space, w)) == "fails"
+    assert race.verdict(whole, lambda w: opening_round(space, w), room=room) == "fails"
     result = minimize(space, race.winner(whole) or whole, race)
     race.close()
     assert result == culprit
+    return pool, whole, culprit
+
+
+def test_a_lead_takes_the_worker_of_a_candidate_run_ahead_of_its_round():
+    # the other worker compiles a single node run ahead of the whole graph's verdict
+    pool, whole, culprit = minified_demo()
     [(ahead, background)] = [(c, b) for c, b in pool.started if c != whole][:1]
     assert background and ahead != culprit and ahead in pool.stopped  # it made room for the lead at 4 s...
     assert pool.now == 10.0  # ...which answered at 10 s, not after the run-ahead's 6 s and its own
@@ -676,15 +683,8 @@ def test_where_cores_are_short_nothing_runs_ahead_of_the_whole_graph_yet_a_lead_
     # the demo on a 2-core VM: a single node run ahead beside the whole graph made its compile 9.0 s (7.1 s alone
     # in `run`) and so the kernels' error that names the culprit later; with no room, that error comes as soon
     # as it can and the culprit takes the worker left free
-    names, space = chain(3)
-    whole, culprit = frozenset(names), frozenset({"n1"})
-    latency = lambda c: 8.0 if c == whole else 6.0  # noqa: E731
-    pool = QueuedPool(lambda c: "n1" in c, latency, workers=2, leads_at=[(4.0, [culprit])])
-    race = Race(pool)
-    assert race.verdict(whole, lambda w: opening_round(space, w), room=0) == "fails"
-    result = minimize(space, race.winner(whole) or whole, race)
-    race.close()
-    assert result == culprit and pool.now == 10.0
+    pool, whole, culprit = minified_demo(room=0)
+    assert pool.now == 10.0
     assert pool.started[:2] == [(whole, False), (culprit, True)]  # nothing ran ahead to be stopped for it
 
     # room for one on four workers: one candidate runs ahead, and the lead still gets a worker of its own
