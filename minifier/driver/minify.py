@@ -425,7 +425,10 @@ def first_round(
     race.race(tester.accuracy.lie_leads())
     probing = bool(session.accuracy) and tester.accuracy.start()
     if not session.options.skip_sanity:
-        race.verdict(full, then, after, room=room_beside_the_whole_graph())
+        # Where a run-ahead takes a core the whole graph's compile needs, its verdict and the kernel evidence that
+        # names the culprit come later (the demo on a 2-core VM: 9.0 s with a single node run ahead, 7.1 s alone in
+        # `run`); guesses from evidence still take any spare worker.
+        race.verdict(full, then, after, room=devices.room_beside_a_compile())
         tester.target = sanity(session, tester, full)
         tester.stop_at_build = raised_before_build(tester.results[full])
         if tester.stop_at_build:
@@ -444,15 +447,6 @@ def first_round(
     reporter.say(f"target: {tester.target.describe() if tester.target else 'any failure'}")
     won = race.winner(full)
     return checkpoints.accept(won) if won is not None else full
-
-
-def room_beside_the_whole_graph() -> int:
-    """How many candidates may run ahead on spec while the whole graph compiles (`devices.room_beside_a_compile`).
-    That compile is the start of every path to the result: where a run-ahead takes a core it needs, the verdict
-    and the kernel evidence that names the culprit come later (the demo on a 2-core VM: the whole graph compiled
-    in 9.0 s with a single node run ahead, 7.1 s alone in `run`). Guesses from evidence do not count: they still
-    take any spare worker."""
-    return devices.room_beside_a_compile()
 
 
 def sanity(session: Session, tester: PoolTester, full: Candidate) -> Signature:

@@ -333,9 +333,7 @@ class Worker:
             with torch.no_grad():
                 self._enter("compile", "probe, just in time")
                 with marking_compile_times():
-                    how = cpu_isa.ensure(patches, self.isa_answer)
-                    if how:
-                        print(how, flush=True)
+                    self._have_isas(patches)
                     compiled = torch._inductor.compile(ep.module(), list(inputs), options=patches)
                 phase("run", "probe, just in time")
                 results = compiled(*inputs)
@@ -393,12 +391,16 @@ class Worker:
         with torch.no_grad():
             self._enter("compile", package)
             with marking_compile_times(), cpp_build.side_by_side(on_kernel_error):
-                how = cpu_isa.ensure(patches, self.isa_answer)
-                if how:
-                    print(how, flush=True)
+                self._have_isas(patches)
                 path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
             self._enter("load", path)
             return torch._inductor.aoti_load_package(path)
+
+    def _have_isas(self, patches: dict) -> None:
+        """The CPU vector ISA probe's answer before a compile (`cpu_isa.ensure`); the log says where it came from."""
+        how = cpu_isa.ensure(patches, self.isa_answer)
+        if how:
+            print(how, flush=True)
 
     def _run(self, compiled, eager, args, kwargs) -> None:
         import torch
