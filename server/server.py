@@ -4,7 +4,7 @@ All mutable state hangs off this one object. Each feature (server/feature.py: di
 documents, hover, actions, diagnostics, the failure list) registers its own handlers and follows the
 server's life through hooks that the lifecycle handlers here call on all of them in turn. Publishing
 is batched: any change marks the server dirty, and one flush per event loop turn has every feature
-publish what it shows of the failures (the diagnostics that changed, one `aoti/failuresChanged`).
+publish what it shows of the failures (one `aoti/failuresChanged`, then the diagnostics that changed).
 """
 
 from __future__ import annotations
@@ -81,8 +81,10 @@ class AotiLanguageServer(LanguageServer):
             Actions(self),
             Capture(self),
             self.workarounds,  # before the diagnostics, which publish its own
-            Diagnostics(self),
+            # before the diagnostics: a diagnostic names its failure by id, and a client that has one (a quick
+            # fix, a test) must find that failure in the list it already has
             FailureList(self),
+            Diagnostics(self),
         ]
         self._flush_pending = False
         self.shutting_down = False  # the client asked for shutdown: answer, but ask it nothing more

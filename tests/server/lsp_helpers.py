@@ -21,7 +21,7 @@ from lsprotocol import types
 from pygls.protocol import default_converter
 from pygls.uris import from_fs_path
 from pytest_lsp import ClientServerConfig, LanguageClient, client_capabilities
-from pytest_lsp.client import register_lsp_features
+from pytest_lsp.client import DEFAULT_CLIENT_FEATURES, register_lsp_features
 
 from minifier.contract.events import Failure, SourceLine, encode_event
 from minifier.contract.signature import KernelRef, Signature
@@ -42,6 +42,7 @@ class AotiClient(LanguageClient):
         self.failing_refreshes = 0  # refresh requests still to be answered with an error
         self.fetches: set[asyncio.Task[None]] = set()  # documents being fetched again after a refresh
         self.failure_lists: list[list[dict[str, Any]]] = []
+        self.unlisted: list[str] = []  # failure ids that diagnostics named before the failure list had them
         self.initialize_result: types.InitializeResult | None = None
 
     def item(self, launcher: str) -> dict[str, Any] | None:
@@ -121,7 +122,18 @@ def converter() -> Any:
 
 def make_client() -> AotiClient:
     client = AotiClient(converter_factory=converter)
-    register_lsp_features(client)
+    register_lsp_features(
+        client, {m: f for m, f in DEFAULT_CLIENT_FEATURES.items() if m != types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS}
+    )
+
+    @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def publish_diagnostics(params: types.PublishDiagnosticsParams) -> None:
+        """Kept as pytest-lsp keeps them; a client resolves a diagnostic's failureId (its quick fixes) in the
+        failure list it has, so each one named before that list had it is noted."""
+        listed = {i["id"] for i in client.failure_lists[-1]} if client.failure_lists else set()
+        named = [d.data.get("failureId") for d in params.diagnostics if isinstance(d.data, dict)]
+        client.unlisted += [f for f in named if f and f not in listed]
+        client.diagnostics[params.uri] = params.diagnostics
 
     @client.feature(types.CLIENT_REGISTER_CAPABILITY)
     def register_capability(params: types.RegistrationParams) -> None:

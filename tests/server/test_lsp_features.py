@@ -89,6 +89,8 @@ async def test_code_actions_on_launcher_and_kernel_diagnostics(tmp_path, dumps):
     async with lsp_session(str(tmp_path / "ws")) as client:
         on_launcher = await until(lambda: client.diagnostics.get(uri(launcher)), "the launcher diagnostic")
         on_kernel = await until(lambda: client.diagnostics.get(uri(kernel_file)), "the kernel diagnostic")
+        # notifications arrive in order: the failure a diagnostic names is listed before it
+        assert client.unlisted == []
         failure_id = client.item(launcher)["id"]
         for doc, diagnostics in ((launcher, on_launcher), (kernel_file, on_kernel)):
             actions = await client.code_actions(uri(doc), list(diagnostics))
