@@ -55,6 +55,20 @@ class AotiClient(LanguageClient):
         item = self.item(launcher)
         return item["state"] if item else None
 
+    async def diagnostics_on(self, path: str, pattern: str = "", timeout: float = 30.0) -> list[types.Diagnostic]:
+        """The diagnostics on `path` once one of them matches `pattern`. The server publishes the failure
+        list before the diagnostics of the same change, so a state seen in `item` may not have its
+        diagnostics here yet: wait for them rather than read them."""
+        return await until(
+            lambda: (
+                (found := self.diagnostics.get(uri(path), []))
+                and any(re.search(pattern, d.message) for d in found)
+                and found
+            ),
+            f"a diagnostic on {path} matching {pattern!r}",
+            timeout,
+        )
+
     async def failures(self) -> list[dict[str, Any]]:
         return plain(await self.protocol.send_request_async("aoti/failures", {}))["failures"]
 

@@ -77,7 +77,7 @@ async def test_kernel_line_diagnostic_links_the_model_line_and_the_launcher(tmp_
         assert model.file.endswith(os.path.join("minifier", "examples", "models.py"))
         assert "relu" in related[(uri(model.file), model.line - 1)]
         assert (uri(launcher), read_launcher(launcher).run_repro_line) in related
-        [on_launcher] = client.diagnostics[uri(launcher)]
+        [on_launcher] = await client.diagnostics_on(launcher, "^AOTI failure: ")
         assert on_launcher.severity == types.DiagnosticSeverity.Error
         assert on_launcher.message.startswith("AOTI failure: CppCompileError: 'compile' was not declared in this scope")
         assert client.item(launcher)["state"] == "reproduced"

@@ -117,7 +117,7 @@ async def test_minifier_child_crashing_or_printing_garbage(tmp_path, tail, expec
         assert len(client.logged("ignored output of aoti-minify")) == 4
         assert client.logged(r"v99 is not the supported v1")
         assert client.logged(r"\[aoti-minify\] stderr line")
-        [diagnostic] = client.diagnostics[uri(launcher)]
+        [diagnostic] = await client.diagnostics_on(launcher, "aoti-minify failed")
         assert "aoti-minify failed" in diagnostic.message and expected in diagnostic.message
         assert not [m for m in client.messages if m.type == types.MessageType.Error], "background runs do not pop up"
         assert len(await client.failures()) == 1  # still serving
@@ -337,7 +337,7 @@ async def test_trust_granted_later_starts_background_work_and_revoking_it_stops_
         client.workspace_did_change_configuration(types.DidChangeConfigurationParams(settings={"trusted": False}))
         await until(lambda: client.state(launcher) == "cancelled", "the reproduction to be cancelled")
         assert not alive(pid) and client.logged("no longer trusted")
-        [diagnostic] = client.diagnostics[uri(launcher)]
+        [diagnostic] = await client.diagnostics_on(launcher, "cancelled: ")
         assert diagnostic.message == "AOTI failure dumped here; cancelled: reproduction cancelled"
 
 
@@ -354,7 +354,8 @@ async def test_debug_dir_roots_outside_the_workspace(tmp_path):
             types.DidChangeConfigurationParams(settings={"aoti": {"debugDirRoots": ["../elsewhere"]}})
         )
         await until(lambda: client.item(launcher), "the dump outside the workspace")
-        assert client.diagnostics[uri(launcher)][0].range.start.line == FAKE_RUN_REPRO_LINE
+        [diagnostic] = await client.diagnostics_on(launcher)
+        assert diagnostic.range.start.line == FAKE_RUN_REPRO_LINE
         [second] = await until(lambda: [r for r in client.registrations if r.id != first.id], "new file watchers")
         assert client.registrations == [second]  # the first ones were unregistered
         relative = [w["globPattern"] for w in second.register_options["watchers"] if isinstance(w["globPattern"], dict)]
