@@ -143,7 +143,10 @@ async def test_run_folder_deleted_while_its_job_runs(tmp_path):
             )
         )
         await until(lambda: client.failure_lists[-1] == [], "the failure to go away")
-        await until(lambda: not client.diagnostics[uri(launcher)], "its diagnostics to be cleared")
+        await until(
+            lambda: uri(launcher) in client.diagnostics and not client.diagnostics[uri(launcher)],
+            "its diagnostics to be cleared",
+        )
         await until(lambda: not alive(pid), "the child to be stopped", timeout=15)
         assert client.logged(r"was deleted")
         assert await client.failures() == []
