@@ -600,6 +600,34 @@ def test_a_round_that_ran_ahead_of_the_wrong_candidate_stops_that_work():
     assert (ran_ahead, True) in pool.started and ran_ahead in pool.stopped and ran_ahead not in pool.verdicts
 
 
+def test_the_round_run_ahead_of_a_smaller_candidate_goes_on_while_a_larger_one_fails_first():
+    # ResNet-18's relu accuracy on the H200 (every relu fails): of a round's halves, 9 nodes failed 0.3 s before 8.
+    # The 8's round, run ahead for 9 s, was dropped for the 9's, and compiled again from the start when the 8 won.
+    names, _ = chain(17)
+    small, large = frozenset(names[:8]), frozenset(names[8:])
+    pool = SimulatedPool(lambda c: "n3" in c or "n12" in c, latency=lambda c: {small: 10.0, large: 9.7}.get(c, 50.0))
+    ahead = {hit: frozenset(sorted(hit, key=names.index)[:4]) for hit in (small, large)}
+    assert Race(pool).first_failing([small, large], frozenset(names), then=lambda hit: [ahead[hit]]) == small
+    assert (ahead[small], True) in pool.started and ahead[small] not in pool.stopped  # started once, still running
+    assert ahead[large] in pool.stopped  # the round after the graph not taken
+
+
+def test_the_failing_candidate_s_round_takes_workers_from_rounds_run_ahead_but_never_from_this_round():
+    # a single node of this round is also in the round run ahead of a larger undecided candidate; once the largest
+    # fails, its own round needs every worker, and takes them from that run-ahead round, not from this round
+    names, _ = chain(8)
+    single, three, five = frozenset(["n1"]), frozenset(names[:3]), frozenset(names[3:])
+    pool = SimulatedPool(lambda c: "n5" in c, latency=lambda c: {five: 1.0, single: 30.0, three: 40.0}.get(c, 50.0))
+    pool.workers = 4
+
+    def then(hit):
+        return [frozenset([n]) for n in sorted(hit, key=names.index)] if len(hit) > 1 else []
+
+    assert Race(pool).first_failing([single, three, five], frozenset(names), then) == five
+    assert [c for c, _ in pool.started].count(single) == 1 and single not in pool.stopped
+    assert (frozenset(["n0"]), True) in pool.started and frozenset(["n0"]) in pool.stopped  # ran ahead, yielded
+
+
 def test_what_ranks_after_a_failing_candidate_is_stopped_before_the_round_ends():
     names, _ = chain(16)
     one, four, six = frozenset(names[:1]), frozenset(names[:4]), frozenset(names[:6])

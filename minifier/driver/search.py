@@ -220,7 +220,9 @@ class Race:
     ) -> Candidate | None:
         """One round: its smallest failing candidate, or a guess that answered first; None if none fails.
         While it waits, the round `then` would follow with runs ahead on spare workers: the failing
-        candidate's once one failed, before that each undecided candidate's, best first."""
+        candidate's once one failed, before that each undecided candidate's, best first. What already runs of
+        the rounds of those that rank before the failing one goes on where the failing one's round leaves room:
+        one of them may still fail and win."""
         verdicts = self.tester.verdicts
         candidates = self._worth_compiling(candidates)
         ranked = sorted(candidates, key=len)  # the order the round takes a failing candidate in
@@ -237,8 +239,10 @@ class Race:
             deciding = ranked if first is None else ranked[: ranked.index(first)]
             untested = [c for c in candidates if c not in known and c in deciding]
             stale = ranked[len(deciding) + 1 :]  # can no longer be the round's result
-            if then is not None:  # the failing one, else those still undecided, best first
-                hopefuls = [first] if first is not None else sorted(untested, key=len)
+            if then is not None:  # those still undecided, best first; once one failed, it and the rounds run ahead
+                # of those that would still win over it (dropped, they would compile again from the start)
+                undecided = sorted(untested, key=len)
+                hopefuls = undecided if first is None else [first, *(c for c in undecided if c in ahead)]
                 stale += self._rounds_after(ahead, hopefuls, then)
             needed = {*untested, *(c for upcoming in ahead.values() for c in upcoming)}
             for candidate in stale:
@@ -248,7 +252,9 @@ class Race:
                 break
             for candidate in untested:
                 self._start(candidate, background=False)
-            for upcoming in ahead.values():
+            if first is not None:
+                self._yield_to_the_failing(ahead, untested)
+            for upcoming in list(ahead.values())[: 1 if first is not None else None]:  # the others only go on
                 self._run_ahead(upcoming)
             self._step()
         self._prune(hit or current)
@@ -344,6 +350,19 @@ class Race:
                 ahead[candidate] = list(then(candidate))
         kept = {c for upcoming in ahead.values() for c in upcoming}
         return [c for upcoming in before.values() for c in upcoming if c not in kept]
+
+    def _yield_to_the_failing(self, ahead: dict[Candidate, list[Candidate]], untested: list[Candidate]) -> None:
+        """The round after the failing candidate (`ahead`'s first) takes the workers it lacks from the rounds run
+        ahead of the undecided candidates after it, youngest first: it is needed unless one of those fails too.
+        What this round still waits for (`untested`) keeps its worker."""
+        rounds = list(ahead.values())
+        if len(rounds) < 2:
+            return
+        others = {c for later in rounds[1:] for c in later} - {*rounds[0], *untested}
+        waiting = [c for c in rounds[0] if c not in self.running and c not in self.tester.verdicts]
+        short = len(waiting) - self.tester.spare()
+        for candidate in [c for c in reversed(self.running) if c in others][: max(0, short)]:
+            self._drop(candidate)
 
     def _run_ahead(self, upcoming: list[Candidate], room: int | None = None) -> None:
         """The round after a candidate, a candidate on each spare worker (at most `room` run ahead at once), in
