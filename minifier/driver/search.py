@@ -19,8 +19,9 @@ Rounds run ahead, on workers nothing else will take. A round that has a failing 
 smaller or earlier one (its result must not depend on which worker is faster) stops what ranks after the
 failing one, which can no longer be its result, and starts the round that would follow the failing one in the
 background (a failing candidate often compiles much sooner than a passing one). Spare workers after that take the
-rounds that would follow each candidate still undecided, best first. Such work is kept if the round takes that
-candidate, stopped once it cannot (the candidate passed, or ranks after a failing one).
+rounds that would follow each candidate still undecided, best first. Such work is kept while the round may take
+that candidate, stopped once it cannot (the candidate passed, or ranks after a failing one); once one failed, what
+runs ahead of those ranking before it gives up the workers the failing one's round lacks, and no more.
 Monotone the other way too: a candidate whose round ran ahead and holds a failing graph fails, and the round
 takes it without waiting for its own compile, which is stopped (the next round, already known, takes a graph
 that failed itself). Why each rule exists, with the workloads that showed it: bench/RESULTS.md.
