@@ -360,15 +360,17 @@ class Race:
         if len(rounds) < 2:
             return
         others = {c for later in rounds[1:] for c in later} - {*rounds[0], *untested}
-        waiting = [c for c in rounds[0] if c not in self.running and c not in self.tester.verdicts]
-        short = len(waiting) - self.tester.spare()
+        short = len(self._not_started(rounds[0])) - self.tester.spare()
         for candidate in [c for c in reversed(self.running) if c in others][: max(0, short)]:
             self._drop(candidate)
+
+    def _not_started(self, upcoming: list[Candidate]) -> list[Candidate]:
+        return [c for c in upcoming if c not in self.running and c not in self.tester.verdicts]
 
     def _run_ahead(self, upcoming: list[Candidate], room: int | None = None) -> None:
         """The round after a candidate, a candidate on each spare worker (at most `room` run ahead at once), in
         the background: the round's own candidates keep every worker they can use."""
-        waiting = [c for c in upcoming if c not in self.running and c not in self.tester.verdicts]
+        waiting = self._not_started(upcoming)
         free = self.tester.spare() if room is None else min(self.tester.spare(), room - self._ahead())
         for candidate in waiting[: max(0, free)]:
             self._start(candidate, background=True)
