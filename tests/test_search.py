@@ -617,8 +617,8 @@ def test_the_failing_candidate_s_round_takes_workers_from_rounds_run_ahead_but_n
     # fails, its own round needs every worker, and takes them from that run-ahead round, not from this round
     names, _ = chain(8)
     single, three, five = frozenset(["n1"]), frozenset(names[:3]), frozenset(names[3:])
-    pool = SimulatedPool(lambda c: "n5" in c, latency=lambda c: {five: 1.0, single: 30.0, three: 40.0}.get(c, 50.0))
-    pool.workers = 4
+    latency = {five: 1.0, single: 30.0, three: 40.0}
+    pool = SimulatedPool(lambda c: "n5" in c, latency=lambda c: latency.get(c, 50.0), workers=4)
 
     def then(hit):
         return [frozenset([n]) for n in sorted(hit, key=names.index)] if len(hit) > 1 else []
