@@ -70,6 +70,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from timeline import run_marks, start_up, timeline
 
 from minifier.contract.artifacts import relocate_dump
+from minifier.contract.layout import MINIFIER, REPRO_STANDALONE
 from minifier.contract.procs import exit_text
 from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS
 from minifier.exchange.worklog import forked_by, logs_under
@@ -351,13 +352,14 @@ def run_env(run_folder: str) -> dict[str, str]:
 
 
 def pack_logs(tgz: str, folder: str, name: str, limit: int = 1 << 20) -> None:
-    """Add the logs of one run to `tgz` (rewritten whole: a gzip stream cannot be appended to)."""
+    """Add the logs and the repro of one run to `tgz` (rewritten whole: a gzip stream cannot be appended to)."""
     members = []
     if os.path.exists(tgz):
         with tarfile.open(tgz) as old:
             members = [(m, old.extractfile(m).read()) for m in old.getmembers() if m.isfile()]
     driver = os.path.join(folder, DRIVER_LOG)
-    for log in logs_under(folder) + ([driver] if os.path.exists(driver) else []):
+    repros = glob.glob(os.path.join(folder, "**", MINIFIER, REPRO_STANDALONE), recursive=True)
+    for log in logs_under(folder) + ([driver] if os.path.exists(driver) else []) + repros:
         with open(log, "rb") as f:
             data = f.read(limit)
         members.append((tarfile.TarInfo(f"{name}/{os.path.relpath(log, folder)}"), data))
