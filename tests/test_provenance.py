@@ -1,11 +1,14 @@
 from minifier.contract.events import SourceLine
 from minifier.contract.signature import ErrorAnalysis, KernelRef, Signature
 from minifier.exchange.provenance import (
+    UntracedFailure,
+    chain_slices,
     failing_kernel,
     failing_launch,
     kernel_slices,
     last_generated,
     resolve_kernel,
+    untraced_failure,
     user_frame,
 )
 from minifier.exchange.worker_protocol import GraphInfo, NodeInfo
@@ -139,6 +142,72 @@ def test_a_launch_that_never_ended_after_an_untraced_op_raised_is_not_placed():
     )
     assert failing_launch(log, provenance) is None
     assert failing_launch(tail, provenance) == "triton_poi_fused__unsafe_view_add_mul_12:35"  # it raised itself
+
+
+# Qwen2's complex sub on the H100 (torch 2.11): the proxy executor's sub raised, the run went on, `_fft_c2r` raised
+# on the undefined value and the `add` kernel after it failed reading its output (worker log, abridged)
+QWEN2_PROVENANCE = {
+    "triton_poi_fused__unsafe_view_gelu_11:29": ["gelu_1", "linear_11"],
+    "aoti_torch_cuda__fft_r2c:30": ["fft_rfft"],
+    "aoti_torch_cuda_mean_dim:31": ["mean_4"],
+    "aoti_torch_cuda_sub_Tensor:32": ["sub_1"],
+    "aoti_torch_cuda__fft_c2r:33": ["fft_irfft"],
+    "aoti_torch_cuda_mm_out:34": ["linear_12"],
+    "triton_poi_fused__unsafe_view_add_mul_12:35": ["mul_19", "add_14", "linear_12"],
+}
+QWEN2_LOG = (
+    "[ before_launch: triton_poi_fused__unsafe_view_gelu_11 ]\n"
+    "[ after_launch: triton_poi_fused__unsafe_view_gelu_11 ]\n"
+    "[ before_launch: at::_ops::_fft_r2c::call ]\n[ after_launch: at::_ops::_fft_r2c::call ]\n"
+    "[E1206 08:30:04.956095733 shim_common.cpp:1341] Exception in aoti_torch: Mismatch between ints consumed and "
+    "num_ints, got int_id = 0, num_ints = 1\n"
+    "[E1206 08:30:04.962010643 shim_common.cpp:1341] Exception in aoti_torch: Expected a proper Tensor but got None "
+    "(or an undefined Tensor in C++) for argument #0 'self'\n"
+    "[ before_launch: aoti_torch_cuda_mm_out ]\n[ after_launch: aoti_torch_cuda_mm_out ]\n"
+    "[ before_launch: triton_poi_fused__unsafe_view_add_mul_12 ]\n"
+    "[E1206 08:30:04.971778578 shim_common.cpp:274] Exception in aoti_torch: Cannot access data pointer of Tensor "
+    "that doesn't have storage\n"
+)
+
+
+def spectral_graph() -> GraphInfo:
+    """SpectralDetrend spliced after an MLP's gelu: rfft, mean, sub, irfft, then the add and mul after it."""
+    spec = [
+        ("linear_11", "linear", ["x"]),
+        ("gelu_1", "gelu", ["linear_11"]),
+        ("fft_rfft", "fft_rfft", ["gelu_1"]),
+        ("mean_4", "mean", ["fft_rfft"]),
+        ("sub_1", "sub", ["fft_rfft", "mean_4"]),
+        ("fft_irfft", "fft_irfft", ["sub_1"]),
+        ("add_14", "add", ["gelu_1", "fft_irfft"]),
+        ("linear_12", "linear", ["x"]),
+        ("mul_19", "mul", ["add_14", "linear_12"]),
+    ]
+    nodes = [NodeInfo("x", "input", "x", "x", [], True)]
+    nodes += [NodeInfo(n, "compute", f"aten.{op}.default", op, args, True) for n, op, args in spec]
+    return GraphInfo(nodes=nodes, outputs=["mul_19"], code="", torch_version="", device="cuda")
+
+
+def test_the_untraced_calls_before_the_launch_that_failed_after_a_shim_exception_are_suspects():
+    failure = untraced_failure(QWEN2_LOG, QWEN2_PROVENANCE)
+    # after the last launch that ended before the first exception (_fft_r2c, traced by its op), untraced; the
+    # mm launched after the exception is no suspect
+    assert failure == UntracedFailure(
+        ["aoti_torch_cuda_mean_dim:31", "aoti_torch_cuda_sub_Tensor:32", "aoti_torch_cuda__fft_c2r:33"],
+        "triton_poi_fused__unsafe_view_add_mul_12:35",
+    )
+    assert untraced_failure(QWEN2_LOG.replace("Exception in", "Warning in"), QWEN2_PROVENANCE) is None
+    ended = QWEN2_LOG + "[ after_launch: triton_poi_fused__unsafe_view_add_mul_12 ]\n"
+    assert untraced_failure(ended, QWEN2_PROVENANCE) is None  # the run did not die in a launch
+
+
+def test_the_chains_run_from_each_suspect_to_the_first_failing_node_it_reaches():
+    failure = untraced_failure(QWEN2_LOG, QWEN2_PROVENANCE)
+    assert chain_slices(failure, QWEN2_PROVENANCE, spectral_graph()) == [
+        {"mean_4", "sub_1", "fft_irfft", "add_14"},
+        {"sub_1", "fft_irfft", "add_14"},  # the repro the search found on the H100 and H200
+        {"fft_irfft", "add_14"},  # mul_19 reads add_14: the chain ends at the first of the kernel's nodes
+    ]
 
 
 def test_a_launch_that_fails_while_compiling_is_placed_in_its_kernel():

@@ -18,7 +18,7 @@ import os
 import re
 from collections import Counter, deque
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from ..contract.signature import ErrorAnalysis, KernelRef, kernel_ops
 from .worker_protocol import BRANCH_SEPARATOR, GraphInfo
@@ -31,6 +31,7 @@ _COMPILE_LAUNCH_FAILED = re.compile(r"Failed during launch (?P<name>triton_\w+)"
 _API_FAILED = re.compile(r"API call failed at (?P<file>/\S+?\.cpp), line (?P<line>\d+)")
 # An ATen call through AOTI's C shim (a fallback op, the proxy executor) that raised: logged, not traced.
 _SHIM_EXCEPTION = re.compile(r"\] Exception in aoti_torch: ")
+_SHIM_CALL = re.compile(r"^(at::_ops::|aoti_torch_(cpu|cuda|xpu|mps)_)")
 _HANDLE = re.compile(r"\[Provenance debug handles\] (?P<key>\S+)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)', re.M)
 _SOURCE_NODES = re.compile(r"Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
@@ -156,6 +157,61 @@ def failing_launch(log: str, provenance: Mapping[str, list[str]]) -> str | None:
     return keys[nth - 1] if nth <= len(keys) else None
 
 
+@dataclass(frozen=True)
+class UntracedFailure:
+    """An op the launch trace does not show (a proxy-executor call) raised, the run went on, and a later launch
+    failed reading what it left undefined (CUDA: Qwen2's complex sub raised, `_fft_c2r` got no input, the
+    `add` kernel after it failed). The culprit is the chain from the op that raised to that launch."""
+
+    suspects: list[str]  # provenance keys of the untraced calls that may have raised, in the wrapper's order
+    failing: str  # the provenance key of the launch that failed
+
+
+def untraced_failure(log: str, provenance: Mapping[str, list[str]]) -> UntracedFailure | None:
+    """The calls between the last launch that ended before the first shim exception and the launch that never
+    ended, which the trace does not show: one of them raised first."""
+    launches = list(_LAUNCH.finditer(log))
+    shim = _SHIM_EXCEPTION.search(log)
+    if not launches or launches[-1].group("when") != "before" or not shim or shim.start() > launches[-1].start():
+        return None
+    keys = _traced_keys(launches, provenance)
+    failing = keys[-1]
+    ended = [k for m, k in zip(launches, keys) if m.group("when") == "after" and m.start() < shim.start()]
+    last = ended[-1] if ended else ":0"
+    if failing is None or last is None:
+        return None
+    low, high = _handle_number(last), _handle_number(failing)
+    traced = set(keys)
+    suspects = [k for k in provenance if low < _handle_number(k) < high and k not in traced and provenance[k]]
+    suspects.sort(key=_handle_number)
+    return UntracedFailure(suspects, failing) if suspects else None
+
+
+def _traced_keys(launches: list[re.Match[str]], provenance: Mapping[str, list[str]]) -> list[str | None]:
+    """The provenance key of each line of a launch trace (a kernel's n-th launch is its n-th handle); an
+    ATen call through the C shim is traced by its op (`at::_ops::_fft_r2c::call`), keyed by its shim function
+    (`aoti_torch_cuda__fft_r2c`)."""
+    by_op: dict[str, list[str]] = {}
+    for key in sorted(provenance, key=_handle_number):
+        by_op.setdefault(_shim_op(key.rpartition(":")[0]), []).append(key)
+    seen: Counter[str] = Counter()
+    keys: list[str | None] = []
+    for m in launches:
+        op = _shim_op(m.group("name"))
+        nth = seen[op]
+        if m.group("when") == "before":
+            seen[op] += 1
+        else:
+            nth -= 1
+        known = by_op.get(op, [])
+        keys.append(known[nth] if 0 <= nth < len(known) else None)
+    return keys
+
+
+def _shim_op(name: str) -> str:
+    return _SHIM_CALL.sub("", name).removesuffix("::call")
+
+
 def _launches_of(name: str, provenance: Mapping[str, list[str]]) -> list[str]:
     """A kernel's provenance keys in the order the wrapper launches it (by debug handle)."""
     return sorted((k for k in provenance if k.rpartition(":")[0] == name), key=_handle_number)
@@ -243,6 +299,41 @@ def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[
         cheap = [s for s in slices if not expensive(s, graph)]
         slices = cheap or slices
     return slices
+
+
+def chain_slices(
+    failure: UntracedFailure, provenance: Mapping[str, list[str]], graph: GraphInfo
+) -> list[frozenset[str]]:
+    """For each untraced call that may have raised, its nodes and those on the paths from them to the first of
+    the failing launch's nodes they reach: without the path, what the call leaves undefined is never read and
+    the run passes (each node of Qwen2's complex sub alone passed on the H200). Earliest call first: its chain
+    holds the later ones."""
+    args = graph.compute_args()
+    readers: dict[str, list[str]] = {}
+    for node, operands in args.items():
+        for operand in operands:
+            readers.setdefault(operand, []).append(node)
+    targets = set(provenance.get(failure.failing, ())) & set(args)
+    slices = []
+    for key in failure.suspects:
+        downstream = _reach(set(provenance[key]) & set(args), readers)
+        reached = targets & downstream
+        first = {t for t in reached if not (_reach({t}, args) - {t}) & reached}
+        chain = downstream & _reach(first, args)
+        if chain:
+            slices.append(_with_parts(frozenset(chain), graph))
+    return list(dict.fromkeys(slices))
+
+
+def _reach(start: set[str], edges: Mapping[str, list[str]]) -> set[str]:
+    """`start` and every node reachable from it along `edges`."""
+    seen, todo = set(start), list(start)
+    while todo:
+        for nxt in edges.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
 
 
 def _with_parts(nodes: frozenset[str], graph: GraphInfo) -> frozenset[str]:
