@@ -105,6 +105,17 @@ def test_a_device_side_assert_in_a_bigger_graph_is_placed_by_a_launch_blocking_r
     assert repro_signature(done.repro).matches(failure.signature)
 
 
+def test_a_proxy_executor_call_that_raised_is_placed_by_the_chain_to_the_launch_that_failed(dumps, tmp_path):
+    # Qwen2's complex sub on the H100 and H200 (torch 2.11): the proxy executor's sub raised, the run went on
+    # until a kernel read what it left undefined, and every node alone passed: 29 queries before the chains.
+    launcher = dumps.get(str(tmp_path), workload="cuda-nn-mlp-complex_sub-proxy_executor")
+    proc, done = minify(launcher)
+    assert "the chains from each to it race" in proc.stderr, proc.stderr[-6000:]
+    graph = open(done.repro).read().split("import os")[0]
+    assert "aten.sub.Tensor" in graph and 1 < done.nodes <= 4, graph
+    assert repro_signature(done.repro).matches(done.signature)
+
+
 def test_accuracy_failure_minifies_to_relu(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), bug="accuracy", device="cuda")
     _, done = minify(launcher)

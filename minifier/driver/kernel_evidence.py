@@ -10,7 +10,15 @@ from collections.abc import Mapping
 
 from ..contract.signature import KernelRef
 from ..exchange import worker_protocol as p
-from ..exchange.provenance import failing_kernel, kernel_slices, read_kernel_source, resolve_kernel
+from ..exchange.provenance import (
+    UntracedFailure,
+    chain_slices,
+    failing_kernel,
+    kernel_slices,
+    read_kernel_source,
+    resolve_kernel,
+    untraced_failure,
+)
 from ..exchange.worker_protocol import GraphInfo
 from ..exchange.worklog import provenance_in
 from ..processes.pool import Pool, Result
@@ -55,6 +63,8 @@ class KernelEvidence:
         _, analysis = result_signature(result)
         provenance = provenance_in(result.log)
         kernel = failing_kernel(analysis, result.log, provenance)
+        if kernel is None and (untraced := untraced_failure(result.log, provenance)):
+            return self.chains(untraced, provenance)
         if kernel is None and self.unplaced_cuda_fault(result):
             self.locate()
         return self.leads(kernel, provenance)
@@ -79,6 +89,21 @@ class KernelEvidence:
             self.together += [frozenset(pair) for pair in itertools.combinations(fused, 2)]
         slices = [self.space.closure(s) for s in kernel_slices(kernel, self.graph)]
         return list(dict.fromkeys(s for s in slices if s != self.space.whole))
+
+    def chains(self, failure: UntracedFailure, provenance: Mapping[str, list[str]]) -> list[Candidate]:
+        """The chains from each untraced call that may have raised to the launch that failed after it."""
+        if not self.session.options.slicing:
+            return []
+        self.known = True
+        calls = ", ".join(n for key in failure.suspects for n in provenance[key])
+        self.reporter.say(
+            f"an untraced call ({calls}) raised before {failure.failing.rpartition(':')[0]} failed: "
+            "the chains from each to it race"
+        )
+        slices = [self.space.closure(s) for s in chain_slices(failure, provenance, self.graph)]
+        slices = list(dict.fromkeys(s for s in slices if s != self.space.whole))
+        self.together += [s for s in slices if len(s) > 1]
+        return slices
 
     def stop(self) -> None:
         self.pool.cancel(LOCATE_KEY)

@@ -225,6 +225,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("cuda-hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor", "cuda"),
         _w("cuda-nn-mlp-dynamic-relu-compile_error", "nn_mlp", 1, "dynamic-relu-compile_error", "cuda"),
         _w("cuda-nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error", "cuda"),
+        _w("cuda-nn-mlp-complex_sub-proxy_executor", "nn_mlp", 1, "complex_sub-proxy_executor", "cuda"),
     ]
 }
 
