@@ -1,7 +1,8 @@
 """Evidence from the failing kernel: the slices around its source nodes, raced as guesses. The kernel is
 named by the whole graph's first compile (Inductor's provenance, the launch a run died in, the kernel whose
 code generation raised) or an earlier `run`'s failure.json; a CUDA fault that names none is placed by running
-the original again with blocking launches."""
+the original again with blocking launches. Where an untraced call raised and the run went on to fail in a later
+launch, the chains from each call that may have raised to that launch race instead."""
 
 from __future__ import annotations
 

@@ -5,7 +5,8 @@ original (kernel name -> the graph nodes it came from, for C++ and Triton kernel
 `# Topologically Sorted Source Nodes: [add, relu]` comment Triton wrappers write above each kernel.
 An error that names no kernel (a run that raises in an extern call, or dies inside a kernel) is
 placed by AOTI's launch trace of that run: the wrapper line of a failed API call, or the kernel
-launch that began and never ended.
+launch that began and never ended; where a call the trace does not show (the proxy executor's) raised
+before that launch, by the chains of nodes from each such call to it.
 Only without either do the op names in the kernel's name (`cpp_fused_add_relu_3`) select graph
 nodes, and the connected groups of them that cover every op are its likely origin: a guess.
 
