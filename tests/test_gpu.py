@@ -109,6 +109,11 @@ def test_a_proxy_executor_call_that_raised_is_placed_by_the_chain_to_the_launch_
     # Qwen2's complex sub on the H100 and H200 (torch 2.11): the proxy executor's sub raised, the run went on
     # until a kernel read what it left undefined, and every node alone passed: 29 queries before the chains.
     launcher = dumps.get(str(tmp_path), workload="cuda-nn-mlp-complex_sub-proxy_executor")
+    run = aoti_minify("run", launcher, "--events")
+    assert run.returncode == 0, run.stderr[-4000:]
+    failure = events_of(run)[-1].failure
+    assert failure.kernel is None and failure.details.startswith("first raised, by one of "), failure.details[:2000]
+    assert any(line.node.startswith("sub") for line in failure.model_lines), failure.model_lines
     proc, done = minify(launcher)
     assert "the chains from each to it race" in proc.stderr, proc.stderr[-6000:]
     graph = open(done.repro).read().split("import os")[0]

@@ -181,7 +181,9 @@ def test_the_untraced_calls_before_the_launch_that_failed_after_a_shim_exception
     assert failure == UntracedFailure(
         ["aoti_torch_cuda_mean_dim:31", "aoti_torch_cuda_sub_Tensor:32", "aoti_torch_cuda__fft_c2r:33"],
         "triton_poi_fused__unsafe_view_add_mul_12:35",
+        "Mismatch between ints consumed and num_ints, got int_id = 0, num_ints = 1",
     )
+    assert failure.nodes(QWEN2_PROVENANCE) == ["mean_4", "sub_1", "fft_irfft"]
     assert untraced_failure(QWEN2_LOG.replace("Exception in", "Warning in"), QWEN2_PROVENANCE) is None
     ended = QWEN2_LOG + "[ after_launch: triton_poi_fused__unsafe_view_add_mul_12 ]\n"
     assert untraced_failure(ended, QWEN2_PROVENANCE) is None  # the run did not die in a launch

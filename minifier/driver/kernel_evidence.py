@@ -96,10 +96,9 @@ class KernelEvidence:
         if not self.session.options.slicing:
             return []
         self.known = True
-        calls = ", ".join(n for key in failure.suspects for n in provenance[key])
         self.reporter.say(
-            f"an untraced call ({calls}) raised before {failure.failing.rpartition(':')[0]} failed: "
-            "the chains from each to it race"
+            f"an untraced call ({', '.join(failure.nodes(provenance))}) raised ({failure.raised[:100]}) before "
+            f"{failure.failing.rpartition(':')[0]} failed: the chains from each to it race"
         )
         slices = [self.space.closure(s) for s in chain_slices(failure, provenance, self.graph)]
         slices = list(dict.fromkeys(s for s in slices if s != self.space.whole))

@@ -8,7 +8,7 @@ from dataclasses import replace
 from ..contract.artifacts import write_failure
 from ..contract.events import Failure, FailureEvent, FakeMismatch
 from ..exchange import worker_protocol as p
-from ..exchange.provenance import failing_kernel, model_lines, read_kernel_source, resolve_kernel
+from ..exchange.provenance import failing_kernel, model_lines, read_kernel_source, resolve_kernel, untraced_failure
 from ..exchange.worker_protocol import GraphInfo
 from ..exchange.worklog import provenance_in
 from ..processes.pool import Pool, Result, WorkerLost
@@ -66,6 +66,14 @@ def describe_failure(session: Session, graph: GraphInfo, result: Result, seconds
     if kernel is not None:
         kernel = resolve_kernel(kernel, graph, kernel_source, provenance=provenance)
     details = result.outcome.text if result.outcome else result.detail
+    # A call the launch trace does not show raised first and the run failed later, in a kernel that read what it
+    # left undefined (the proxy executor's complex sub on CUDA): the model's lines are those of the calls.
+    untraced = untraced_failure(result.log, provenance) if kernel is None else None
+    suspects = untraced.nodes(provenance) if untraced else []
+    if untraced:
+        details = (
+            f"first raised, by one of {', '.join(suspects)} (not in the launch trace): {untraced.raised}\n\n{details}"
+        )
     return Failure(
         launcher=session.spec.path,
         signature=signature,
@@ -73,7 +81,7 @@ def describe_failure(session: Session, graph: GraphInfo, result: Result, seconds
         details=details,
         kernel=kernel,
         kernel_source=kernel_source,
-        model_lines=model_lines(kernel.source_nodes, graph) if kernel else [],
+        model_lines=model_lines(kernel.source_nodes if kernel else suspects, graph),
         nodes=len(graph.compute_nodes()),
         graph=graph.code,
         torch_version=graph.torch_version,

@@ -31,7 +31,7 @@ _LAUNCH = re.compile(r"^\[ (?P<when>before|after)_launch: (?P<name>.+?) \]\s*$",
 _COMPILE_LAUNCH_FAILED = re.compile(r"Failed during launch (?P<name>triton_\w+)")
 _API_FAILED = re.compile(r"API call failed at (?P<file>/\S+?\.cpp), line (?P<line>\d+)")
 # An ATen call through AOTI's C shim (a fallback op, the proxy executor) that raised: logged, not traced.
-_SHIM_EXCEPTION = re.compile(r"\] Exception in aoti_torch: ")
+_SHIM_EXCEPTION = re.compile(r"\] Exception in aoti_torch: (?P<message>[^\n]*)")
 _SHIM_CALL = re.compile(r"^(at::_ops::|aoti_torch_(cpu|cuda|xpu|mps)_)")
 _HANDLE = re.compile(r"\[Provenance debug handles\] (?P<key>\S+)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)', re.M)
@@ -166,6 +166,11 @@ class UntracedFailure:
 
     suspects: list[str]  # provenance keys of the untraced calls that may have raised, in the wrapper's order
     failing: str  # the provenance key of the launch that failed
+    raised: str  # what the first of them raised (the error the run reports is the failing launch's)
+
+    def nodes(self, provenance: Mapping[str, list[str]]) -> list[str]:
+        """The suspects' graph nodes, in the wrapper's order."""
+        return [n for key in self.suspects for n in provenance.get(key, ())]
 
 
 def untraced_failure(log: str, provenance: Mapping[str, list[str]]) -> UntracedFailure | None:
@@ -185,7 +190,7 @@ def untraced_failure(log: str, provenance: Mapping[str, list[str]]) -> UntracedF
     traced = set(keys)
     suspects = [k for k in provenance if low < _handle_number(k) < high and k not in traced and provenance[k]]
     suspects.sort(key=_handle_number)
-    return UntracedFailure(suspects, failing) if suspects else None
+    return UntracedFailure(suspects, failing, shim.group("message").strip()) if suspects else None
 
 
 def _traced_keys(launches: list[re.Match[str]], provenance: Mapping[str, list[str]]) -> list[str | None]:
