@@ -261,7 +261,7 @@ async def test_a_minify_started_in_a_terminal_shows_live_and_its_curve_after_a_r
         item = await until(lambda: client.item(launcher)["externalPid"] and client.item(launcher), "the terminal's run")
         assert item["externalPid"] == process.pid and item["state"] == "minifying"
         await until(lambda: any(t.splitlines()[-1] == "graph_3" for u, t in client.refreshes), "the live graph")
-        assert (await client.code_actions(uri(launcher), client.diagnostics[uri(launcher)]))[
+        assert (await client.code_actions(uri(launcher), await client.diagnostics_on(launcher)))[
             1
         ].title == f"Stop aoti-minify (pid {process.pid})"
         [on_repro] = await until(lambda: client.diagnostics.get(uri(repro)), "the repro.py diagnostic", timeout=30)
