@@ -67,10 +67,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from footprint import Footprint, Peaks
 from timeline import run_marks, start_up, timeline
 
+from minifier.contract.archive import weight_bytes
 from minifier.contract.artifacts import relocate_dump
-from minifier.contract.layout import MINIFIER, REPRO_STANDALONE
+from minifier.contract.layout import MINIFIER, REPRO_STANDALONE, DumpLayout
 from minifier.contract.procs import exit_text
 from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS
 from minifier.exchange.worklog import forked_by, logs_under
@@ -86,7 +88,13 @@ WORKLOADS = {
     "residual96-compile_error": ("residual", 96, "compile_error"),
 }
 # Real models (minifier/examples/workloads.py), each for its own device.
-SETS = {"toy": list(WORKLOADS), "real": list(REAL_WORKLOADS), "all": [*WORKLOADS, *REAL_WORKLOADS]}
+REAL = [name for name, w in REAL_WORKLOADS.items() if not w.big]
+SETS = {
+    "toy": list(WORKLOADS),
+    "real": REAL,
+    "big": [name for name, w in REAL_WORKLOADS.items() if w.big],
+    "all": [*WORKLOADS, *REAL],
+}
 
 
 @dataclass
@@ -107,6 +115,11 @@ class Measure:
     workaround: str = ""  # triage: the first verified workaround's configs, or "none among N"
     done_s: float | None = None  # when `done` came (repro.py written): what a user waits for
     tail_s: float | None = None  # from the last checkpoint to the process's end: the last mile
+    # bench/footprint.py: peak summed PSS of the process tree, peak GPU memory it held, peak growth of its dump
+    host_pss: int | None = None
+    gpu: int | None = None
+    written: int | None = None
+    weights: int | None = None  # the dump's weights, as its .pt2 stores them
 
 
 @dataclass
@@ -173,7 +186,7 @@ def main() -> int:
     args = parser.parse_args()
     if args.report:
         rows = read_rows(args.report)
-        print(f"{table(rows)}\n\n{targets(rows)}\n\n{last_mile(rows)}\n\n{triage_targets(rows)}")
+        print(f"{table(rows)}\n\n{footprint(rows)}\n\n{targets(rows)}\n\n{last_mile(rows)}\n\n{triage_targets(rows)}")
         return 0
     args.modes = chosen_modes(args, parser)
     chosen = [
@@ -209,6 +222,8 @@ def main() -> int:
     rows = rows_of(measures)
     print()
     print(table(rows))
+    print()
+    print(footprint(rows))
     print()
     print(targets(rows))
     print()
@@ -436,14 +451,17 @@ def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
         text=True,
         start_new_session=True,
     )
+    footprint = Footprint(proc.pid, [cwd])
     try:
         log, _ = proc.communicate(timeout=timeout)
         status = "ok" if proc.returncode == 0 else exit_text(proc.returncode)
     except subprocess.TimeoutExpired:
+        footprint.sample()  # before the kill: what it held when it was stopped
         os.killpg(proc.pid, signal.SIGKILL)
         log, _ = proc.communicate()
         status = f"timeout>{timeout:.0f}s"
     seconds = time.monotonic() - started
+    peaks = footprint.stop()
     with open(os.path.join(os.path.dirname(launcher), "pytorch-minifier.log"), "w") as f:
         f.write(log)
     queries = _last_int(r"Made (\d+) queries", log)
@@ -451,7 +469,8 @@ def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
     nodes = _aten_calls(checkpoints[-1][1]) if checkpoints else None
     if status == "ok" and not checkpoints:
         status = "no checkpoint"
-    return Measure("pytorch", name, status, round(seconds, 1), queries, nodes, note=_tail_reason(log, status))
+    measure = Measure("pytorch", name, status, round(seconds, 1), queries, nodes, note=_tail_reason(log, status))
+    return _with_peaks(measure, peaks, cwd, launcher)
 
 
 def run_ours(
@@ -471,10 +490,10 @@ def run_ours(
     extra = (["--workers", str(workers)] if workers else []) + (["--keep-warm", "600"] if keep_warm else [])
     extra += [*_run_args(name), *options]
     argv = [sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra]
-    proc, arrived, seconds = _run_timed(argv, os.path.join(folder, DRIVER_LOG), env)
+    proc, arrived, seconds, peaks = _run_timed(argv, os.path.join(folder, DRIVER_LOG), env, folder)
     marks = run_marks(folder)
     timelines += [f"# {name} ({tool}, in {os.path.basename(folder)})", *timeline(marks), ""]
-    measure = _measure_ours(proc, tool, name, seconds)
+    measure = _with_peaks(_measure_ours(proc, tool, name, seconds), peaks, folder, launcher)
     measure.start_up = start_up(marks)
     if measure.status == "ok":
         done = next(t for t, e in arrived if e["event"] == "done")
@@ -484,23 +503,31 @@ def run_ours(
 
 
 def _run_timed(
-    argv: list[str], log: str, env: dict[str, str] | None
-) -> tuple[subprocess.CompletedProcess, list[tuple[float, dict]], float]:
+    argv: list[str], log: str, env: dict[str, str] | None, folder: str
+) -> tuple[subprocess.CompletedProcess, list[tuple[float, dict]], float, Peaks]:
     """Run `argv` with its stderr in `log` (each candidate's verdict, in the packed logs); the process, each
-    event with the second it arrived on stdout, and the wall time."""
+    event with the second it arrived on stdout, the wall time, and its footprint (`folder`: its dump)."""
     started = time.monotonic()
     arrived, lines = [], []
     with open(log, "w") as err:
         with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, text=True, cwd=ROOT, env=env) as child:
+            footprint = Footprint(child.pid, [folder])
             assert child.stdout is not None
             for line in child.stdout:
                 lines.append(line)
                 if line.startswith("{"):
                     arrived.append((time.monotonic() - started, json.loads(line)))
     seconds = time.monotonic() - started
+    peaks = footprint.stop()
     with open(log, errors="replace") as f:
         stderr = f.read()
-    return subprocess.CompletedProcess(argv, child.returncode, "".join(lines), stderr), arrived, seconds
+    return subprocess.CompletedProcess(argv, child.returncode, "".join(lines), stderr), arrived, seconds, peaks
+
+
+def _with_peaks(measure: Measure, peaks: Peaks, folder: str, launcher: str) -> Measure:
+    measure.host_pss, measure.gpu, measure.written = peaks.host_pss, peaks.gpu, peaks.disk_growth[folder]
+    measure.weights = weight_bytes(DumpLayout.of(launcher).exported_program)
+    return measure
 
 
 def _measure_ours(proc: subprocess.CompletedProcess, tool: str, name: str, seconds: float) -> Measure:
@@ -628,6 +655,37 @@ def table(rows: list[Row]) -> str:
             f"{_of(row.warm.seconds, row.warm.floor) if row.warm else '-'} |"
         )
     return "\n".join(lines)
+
+
+def footprint(rows: list[Row]) -> str:
+    """Issue 44's: what each minifier held and wrote beside its time, against the dump's weights."""
+    lines = [
+        "## Memory and disk (issue 44)",
+        "",
+        "| workload | weights | tool | time | peak host PSS | peak GPU | dump folder's peak growth |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in rows:
+        for measure in (row.theirs, row.ours):
+            if measure.host_pss is None:
+                continue
+            weights = measure.weights or 0
+            lines.append(
+                f"| {measure.workload} | {_gb(weights)} | {measure.tool} | {_time(measure)} "
+                f"| {_of_weights(measure.host_pss, weights)} | {_of_weights(measure.gpu, weights)} "
+                f"| {_of_weights(measure.written, weights)} |"
+            )
+    return "\n".join(lines)
+
+
+def _gb(size: int | None) -> str:
+    return "-" if size is None else f"{size / 1e9:.2f} GB"
+
+
+def _of_weights(size: int | None, weights: int) -> str:
+    if not size:
+        return "-"
+    return f"{_gb(size)} ({size / weights:.2f}x)" if weights else _gb(size)
 
 
 def last_mile(rows: list[Row]) -> str:

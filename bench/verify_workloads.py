@@ -54,7 +54,7 @@ def main() -> int:
     chosen = [
         w
         for w in WORKLOADS.values()
-        if w.device == args.device and (not args.only or any(s in w.name for s in args.only.split(",")))
+        if w.device == args.device and (any(s in w.name for s in args.only.split(",")) if args.only else not w.big)
     ]
     scratch = tempfile.mkdtemp(prefix="aoti-workloads-")
     checks = []

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU proof in one command, for a CUDA machine with torch + triton but no package registry:
-#   bash scripts/gpu-check.sh [--parallel] [tests] [lsp] [bench] [pytorch-default-cxx] [workloads] [bench-real]
-#   (default: all but workloads and bench-real, in turn). bench-real: the real-model GPU benchmark with
+#   bash scripts/gpu-check.sh [--parallel] [tests] [lsp] [bench] [pytorch-default-cxx] [workloads] [bench-real] [bench-big]
+#   (default: all but workloads, bench-real and bench-big, in turn). bench-big: Llama-2's shapes in bf16 (issue 44)
+#   with the default options beside PyTorch's minifier capped, memory and disk measured; the 16-layer one by
+#   default (about 5 minutes), BENCH_ONLY=cuda-hf-llama2_7b32 (or _13b40) for one per command. bench-real: the real-model GPU benchmark with
 #   issue 13's comparisons (--no-slice, --slices-first, a warm rerun) and targets; about 2 minutes a
 #   workload with PyTorch capped, so pick workloads per 10-minute command with BENCH_ONLY, e.g.
 #   BENCH_ONLY=cuda-tv-resnet18,cuda-tv-mobilenet bash scripts/gpu-check.sh bench-real
@@ -73,6 +75,11 @@ run_part() {
         >"$OUT/bench-gpu-real.log" 2>&1
       status=$?; record bench-real "$(verdict $status done)" "system g++; table and targets below" \
         $((SECONDS - start)) ;;
+    bench-big)
+      $PY bench/run.py --device cuda --set big --only "${BENCH_ONLY:-cuda-hf-llama2_7b16}" --modes pytorch,ours \
+        --no-warm --pytorch-timeout "${BENCH_PYTORCH_TIMEOUT:-120}" --out "$OUT/bench-gpu-big.jsonl" \
+        --logs "$OUT/bench-gpu-big-logs.tgz" ${BENCH_ARGS:-} >"$OUT/bench-gpu-big.log" 2>&1
+      status=$?; record bench-big "$(verdict $status done)" "system g++; tables below" $((SECONDS - start)) ;;
     workloads)  # the real-model GPU workloads: PyTorch dumps each, `aoti-minify run` reproduces it
       $PY bench/verify_workloads.py --device cuda --only "${WORKLOADS_ONLY:-cuda-}" --out "$OUT/workloads-gpu.jsonl" \
         >"$OUT/workloads-gpu.log" 2>&1

@@ -108,6 +108,52 @@ def hf_model(name: str, layers: int, act: str) -> Built:
     return model, (_ids(),)
 
 
+# Llama-2's 7B and 13B shapes (hidden size, MLP size, heads; Llama-2-7B has 32 layers, 13B 40), random weights in
+# bf16 on the GPU: what AOTInductor mostly ships. `layers` picks the depth, so a smaller model keeps the shape.
+LLM_SHAPES = {"llama2_7b": (4096, 11008, 32), "llama2_13b": (5120, 13824, 40)}
+
+
+def hf_llm(shape: str, layers: int, act: str, device: str) -> Built:
+    """An LLM of a real shape, built where it runs (a 7B model in fp32 on the host would take 27 GB first)."""
+    import transformers as T
+
+    hidden, mlp, heads = LLM_SHAPES[shape]
+    config = T.LlamaConfig(
+        hidden_size=hidden,
+        intermediate_size=mlp,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        vocab_size=32000,
+        max_position_embeddings=64,
+        hidden_act=act,
+        use_cache=False,
+    )
+    dtype = torch.get_default_dtype()
+    torch.set_default_dtype(torch.bfloat16)
+    try:
+        with torch.device(device):
+            model = LastHidden(T.LlamaModel(config)).eval()
+    finally:
+        torch.set_default_dtype(dtype)
+    return model, (_ids().to(device),)
+
+
+def wide_mlp(layers: int, act: str) -> Built:
+    """A residual MLP of `layers` Linear(4096, 4096) in fp32 (64 MiB of weights each): a big model on a CPU."""
+    activation = {"relu": nn.ReLU(), "gelu": nn.GELU()}[act]
+
+    class Residual(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.linear, self.act = nn.Linear(4096, 4096), activation
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x + self.act(self.linear(x))
+
+    return nn.Sequential(*(Residual() for _ in range(layers))).eval(), (torch.randn(BATCH, 8, 4096),)
+
+
 def nn_transformer(layers: int, act: str) -> Built:
     """torch.nn.TransformerEncoder; a named activation becomes its module, so fragments can splice into it."""
     activation = {"relu": nn.ReLU(), "gelu": nn.GELU()}[act]

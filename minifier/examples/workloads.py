@@ -123,6 +123,11 @@ class Workload:
         return FAILURES[self.failure]
 
     @property
+    def big(self) -> bool:
+        """Gigabytes of weights (bench/run.py's `--set big`, never among the others: its compiles take minutes)."""
+        return self.model in rm.LLM_SHAPES or self.model == "wide_mlp"
+
+    @property
     def family(self) -> str:
         return FAMILIES.get(self.model, "vision (torchvision)")
 
@@ -172,6 +177,9 @@ FAMILIES = {
     "nn_transformer": "torch.nn building blocks",
     "nn_mlp": "torch.nn building blocks",
     "nn_cnn": "torch.nn building blocks",
+    "wide_mlp": "torch.nn building blocks",
+    "llama2_7b": "decoder (HF), Llama-2-7B's shape",
+    "llama2_13b": "decoder (HF), Llama-2-13B's shape",
     "parity": "toy (PyTorch's own minifier test)",
 }
 
@@ -226,6 +234,11 @@ WORKLOADS: dict[str, Workload] = {
         _w("cuda-nn-mlp-dynamic-relu-compile_error", "nn_mlp", 1, "dynamic-relu-compile_error", "cuda"),
         _w("cuda-nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error", "cuda"),
         _w("cuda-nn-mlp-complex_sub-proxy_executor", "nn_mlp", 1, "complex_sub-proxy_executor", "cuda"),
+        # big models (issue 44): weights held once; 2 GiB of fp32 on a CPU, Llama-2's shapes in bf16 on a GPU
+        _w("nn-wide_mlp40-relu-compile_error", "wide_mlp", 40, "relu-compile_error"),
+        _w("cuda-hf-llama2_7b16-relu-compile_error", "llama2_7b", 16, "relu-compile_error", "cuda"),
+        _w("cuda-hf-llama2_7b32-relu-compile_error", "llama2_7b", 32, "relu-compile_error", "cuda"),
+        _w("cuda-hf-llama2_13b40-relu-compile_error", "llama2_13b", 40, "relu-compile_error", "cuda"),
     ]
 }
 
@@ -243,8 +256,12 @@ def prepare(workload: Workload) -> Prepared:
     """The model on its device, its inputs, its export dims and the Inductor config that makes it fail."""
     failure = workload.failure_class
     torch.manual_seed(0)
-    if workload.model in rm.HF_MODELS:
+    if workload.model in rm.LLM_SHAPES:
+        model, inputs = rm.hf_llm(workload.model, workload.layers, failure.act, workload.device)
+    elif workload.model in rm.HF_MODELS:
         model, inputs = rm.hf_model(workload.model, workload.layers, failure.act)
+    elif workload.model == "wide_mlp":
+        model, inputs = rm.wide_mlp(workload.layers, failure.act)
     elif workload.model == "nn_transformer":
         model, inputs = rm.nn_transformer(workload.layers, failure.act)
     elif workload.model == "nn_mlp":
