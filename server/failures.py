@@ -24,6 +24,7 @@ from minifier.contract.events import (
     Failure,
     FailureEvent,
     LogEvent,
+    MemoryEvent,
     ReportEvent,
     StartEvent,
     Triage,
@@ -159,6 +160,7 @@ class FailureRecord:
     external: BeginEvent | None = None  # an aoti-minify this server did not start, working on it now
     triage: Triage | None = None
     trials: int = 0  # config changes a running triage has tried
+    waiting_for_memory: int = 0  # candidates of the running job that wait to run alone
 
     @property
     def layout(self) -> DumpLayout:
@@ -197,7 +199,8 @@ class FailureRecord:
         return f"{start} -> {self.nodes_now} nodes" if start and self.nodes_now else f"{start or '?'} nodes"
 
     def progress_line(self) -> str:
-        return f"{self.nodes_line()}, {self.queries or 0} queries, {self.seconds or 0:.0f} s"
+        waiting = f", {self.waiting_for_memory} waiting for GPU/host memory" if self.waiting_for_memory else ""
+        return f"{self.nodes_line()}, {self.queries or 0} queries, {self.seconds or 0:.0f} s{waiting}"
 
     def graph_header(self) -> str:
         # without a live history (after a restart), the start and the smallest checkpoint on disk
@@ -255,7 +258,7 @@ class FailureRecord:
         return "not reproduced yet"
 
     def begin(self, state: State, message: str, keep_graph: bool = False) -> None:
-        self.state, self.message, self.trials = state, message, 0
+        self.state, self.message, self.trials, self.waiting_for_memory = state, message, 0, 0
         if state == "minifying" and not keep_graph:
             self.history, self.graph, self.queries, self.seconds = [], None, 0, 0.0
             self.nodes_start = self.nodes_now = self.failure.nodes if self.failure else None
@@ -279,6 +282,9 @@ class FailureRecord:
             self.message = self.progress_line()
         elif isinstance(event, CandidateEvent):
             self.queries = max(self.queries or 0, event.queries)
+            self.message = self.progress_line()
+        elif isinstance(event, MemoryEvent):
+            self.waiting_for_memory = event.waiting
             self.message = self.progress_line()
         elif isinstance(event, CheckpointEvent):
             self.nodes_now, self.graph = event.nodes, event.graph

@@ -581,3 +581,73 @@ def test_kernels_that_do_not_compile_are_told_while_the_wrapper_compiles_and_the
     assert worklog.provenance_in(early.log), "the provenance of the compile still running"
     assert final.outcome.status == "raised" and final.outcome.error.signature == error.signature
     assert final.outcome.built, "raised by the package's C++ build"
+
+
+# A repro_standalone.py whose inputs ask, the first time, for memory no machine has (4 TiB): an allocation the
+# graph does not show, as a library's scratch buffer or cache would make. Each run with MARKER gone asks nothing.
+SPIKE = """
+import os, torch
+
+class Repro(torch.nn.Module):
+    def forward(self, x):
+        return x.relu()
+
+DYNAMIC_SHAPES = None
+
+def make_inputs():
+    if os.path.exists({marker!r}):
+        {consume}
+        torch.empty(1 << 42, dtype=torch.uint8)
+    return (torch.ones(2),)
+"""
+
+
+def spike_script(tmp_path, once: bool) -> str:
+    marker = tmp_path / "spike"
+    marker.touch()
+    script = tmp_path / "spike.py"
+    script.write_text(SPIKE.format(marker=str(marker), consume=f"os.remove({str(marker)!r})" if once else "pass"))
+    return str(script)
+
+
+def test_a_query_short_of_memory_beside_another_waits_and_runs_alone_without_a_verdict(tmp_path):
+    save_relu_program(tmp_path)
+    script = spike_script(tmp_path, once=True)
+    pool = Pool(config(tmp_path, size=2, start_timeout=120))
+    answered, waiting = [], set()
+    try:
+        pool.call(p.DescribeRequest())  # both workers up
+        pool.submit(p.QueryRequest(key="beside", original=True))  # an AOTI compile: seconds
+        pool.submit(p.QueryRequest(key="spike", script=script))
+        while pool.in_flight():
+            answered += pool.wait()
+            waiting.add(pool.waiting_for_memory())
+    finally:
+        pool.close()
+    # the spike's first answer (out of memory) was no result; it ran again once the compile beside it had ended
+    assert [r.query.key for r in answered] == ["beside", "spike"]
+    assert [r.outcome.status for r in answered] == ["passed", "passed"]
+    assert 1 in waiting and "can't allocate memory" in pool.memory_detail
+
+
+def test_a_query_short_of_memory_even_alone_gets_what_it_raised_as_its_verdict(tmp_path):
+    save_relu_program(tmp_path)
+    pool = Pool(config(tmp_path, size=1, start_timeout=120))
+    try:
+        pool.submit(p.QueryRequest(key="spike", script=spike_script(tmp_path, once=False)))
+        [answered] = pool.wait()  # its first answer was no result: it waited, then ran alone
+    finally:
+        pool.close()
+    assert answered.outcome.status == "raised" and "can't allocate memory" in answered.outcome.text
+
+
+def test_memory_that_runs_out_loading_the_program_is_said_so_not_called_a_corrupt_file():
+    import torch
+
+    from minifier.processes.worker import _cannot_load
+
+    error = RuntimeError("error when deserializing")
+    error.__cause__ = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 500.00 MiB")
+    failed = _cannot_load("/nowhere/exported_program.pt2", error)
+    assert failed.code == "environment" and "out of memory loading" in failed.message
+    assert "corrupt" not in failed.message

@@ -9,18 +9,25 @@ Checkpoints and repro.py use PyTorch's own `run_repro` format: they run with pla
 Every file is written beside itself as `<name>.tmp` and renamed into place, a checkpoint's program
 before its script: a run killed, or a disk filling up, mid-write leaves the previous version whole
 and at most a `.tmp` file, which the next run on the dump removes (`recover`). Torch-free.
+
+A checkpoint of a big program holds no copy of the original's weights (minifier.program.weights saves them as
+one-element views): its script calls `restore_weights`, which reads them from the original .pt2, named relative
+to the script (or by AOTI_LENS_WEIGHTS).
 """
 
 from __future__ import annotations
 
+import ast
 import errno
 import os
+import re
 import shutil
 import zipfile
 
 from . import wire
+from .archive import refers_to_original
 from .events import Failure
-from .launcher import HERE, LauncherSpec
+from .launcher import HERE, RESTORE_WEIGHTS, LauncherSpec
 from .layout import REPRO_PY, SCRATCH, DumpLayout, checkpoint_nodes, program_of, run_folder
 
 TMP = ".tmp"
@@ -142,7 +149,10 @@ def write_checkpoint(
 ) -> str:
     path = layout.checkpoint_py(nodes)
     _copy(pt2, program_of(path))
-    write_text(path, render_repro(spec, os.path.basename(program_of(path)), accuracy, graph_code, header, imports))
+    weights = os.path.relpath(spec.weights or spec.pt2, os.path.dirname(path)) if refers_to_original(pt2) else None
+    write_text(
+        path, render_repro(spec, os.path.basename(program_of(path)), accuracy, graph_code, header, imports, weights)
+    )
     return path
 
 
@@ -155,6 +165,9 @@ def write_repro(layout: DumpLayout, checkpoint_py: str, stopped: bool = False) -
     text = text.replace(
         _pt2_line(os.path.basename(program_of(checkpoint_py))), _pt2_line(os.path.basename(layout.repro_pt2))
     )
+    original = weights_of(text, checkpoint_py)
+    if original is not None:
+        text = _with_weights_at(text, os.path.relpath(original, os.path.dirname(layout.repro_py)))
     write_text(layout.repro_py, f"{STOPPED_MARK}\n{text}" if stopped else text)
     return layout.repro_py
 
@@ -173,22 +186,37 @@ def copy_repro(layout: DumpLayout, destination: str) -> str:
         os.makedirs(destination, exist_ok=True)
     except OSError as e:
         raise output_error(destination, e) from e
-    for path in (layout.repro_py, layout.repro_pt2, layout.repro_standalone):
+    for path in (layout.repro_pt2, layout.repro_standalone):
         if os.path.exists(path):
             _copy(path, os.path.join(destination, os.path.basename(path)))
+    with open(layout.repro_py, encoding="utf-8") as f:
+        text = f.read()
+    original = weights_of(text, layout.repro_py)
+    if original is not None:  # the weights it reads go with it (linked where the file system allows)
+        _link_or_copy(original, os.path.join(destination, os.path.basename(original)))
+        text = _with_weights_at(text, os.path.basename(original))
+    write_text(os.path.join(destination, os.path.basename(layout.repro_py)), text)
     return os.path.join(destination, os.path.basename(layout.repro_py))
 
 
 def render_repro(
-    spec: LauncherSpec, pt2_name: str, accuracy: str, graph_code: str, header: list[str], imports: list[str]
+    spec: LauncherSpec,
+    pt2_name: str,
+    accuracy: str,
+    graph_code: str,
+    header: list[str],
+    imports: list[str],
+    weights: str | None = None,
 ) -> str:
+    """A checkpoint's script; `weights`: the original program its .pt2 refers to, relative to the script."""
     lines = [f"# {h}" for h in header]
     lines += ["#", "# Run: python <this file>        (add `minify` to hand it to PyTorch's own minifier)", ""]
     lines += [f"# {ln}" if ln else "#" for ln in graph_code.splitlines()]
     lines += ["", *_settings(spec, imports)]
+    lines += ["", *(_RESTORE_WEIGHTS_DEF if weights else [])]
     lines += [
-        "",
         _pt2_line(pt2_name),
+        *([_weights_line(weights)] if weights else []),
         f"config_patches = {spec.portable().config_patches!r}",
         "if __name__ == '__main__':",
         "    from torch._dynamo.repro.aoti import run_repro",
@@ -310,6 +338,50 @@ def read_repro_graph(path: str) -> str | None:
             break
         graph.append(line[2:])
     return "\n".join(graph).rstrip()
+
+
+_RESTORE_WEIGHTS_DEF = [
+    f"def {RESTORE_WEIGHTS}(program, original):",
+    '    """This program\'s weights are the original\'s (saved as one-element views: not copied): they are read from',
+    '    `original`, or from the file the AOTI_LENS_WEIGHTS variable names."""',
+    "    path = os.environ.get('AOTI_LENS_WEIGHTS', original)",
+    "    if not os.path.isfile(path):",
+    "        raise FileNotFoundError(f'{path}: the original program, whose weights this script reads; '",
+    "                                'set AOTI_LENS_WEIGHTS to where it is')",
+    "    weights = torch.export.load(path)",
+    "    for table, theirs in ((program.state_dict, weights.state_dict), (program.constants, weights.constants)):",
+    "        for name, value in table.items():",
+    "            if isinstance(value, torch.Tensor) and value.numel() > 1 and not any(value.stride()):",
+    "                table[name] = theirs[name]",
+    "",
+    "",
+]
+_WEIGHTS_LINE = re.compile(rf"^{RESTORE_WEIGHTS}\(exported_program, os\.path\.join\({re.escape(HERE)}, (.+)\)\)$", re.M)
+
+
+def _weights_line(relative: str) -> str:
+    return f"{RESTORE_WEIGHTS}(exported_program, os.path.join({HERE}, {relative!r}))"
+
+
+def weights_of(text: str, script: str) -> str | None:
+    """The original program whose weights the script reads, if it reads any."""
+    found = _WEIGHTS_LINE.search(text)
+    if found is None:
+        return None
+    return os.path.normpath(os.path.join(os.path.dirname(script), ast.literal_eval(found.group(1))))
+
+
+def _with_weights_at(text: str, relative: str) -> str:
+    return _WEIGHTS_LINE.sub(lambda _: _weights_line(relative), text)
+
+
+def _link_or_copy(source: str, path: str) -> None:
+    try:
+        os.link(source, path + TMP)
+        os.replace(path + TMP, path)
+    except OSError:
+        _remove(path + TMP)
+        _copy(source, path)
 
 
 def _pt2_line(pt2_name: str) -> str:

@@ -318,6 +318,17 @@ LogLevel = Literal["info", "warning"]
 
 
 @dataclass(frozen=True)
+class MemoryEvent:
+    """Queries that ran out of GPU or host memory beside others wait to run alone (`waiting`, 0 once none
+    does); they are not verdicts. `detail`: what the last one raised."""
+
+    waiting: int
+    detail: str = ""
+    event: Literal["memory"] = "memory"
+    v: int = SCHEMA_VERSION
+
+
+@dataclass(frozen=True)
 class LogEvent:
     message: str
     level: LogLevel = "info"
@@ -338,6 +349,7 @@ Event = (
     | ReportEvent
     | TrialEvent
     | TriageEvent
+    | MemoryEvent
     | LogEvent
 )
 # After these a run has nothing more to say (a `run` ends with its `failure` event), but see `ends`.
@@ -362,6 +374,7 @@ _BY_NAME: dict[str, type] = {
     "report": ReportEvent,
     "trial": TrialEvent,
     "triage": TriageEvent,
+    "memory": MemoryEvent,
     "log": LogEvent,
 }
 

@@ -26,6 +26,8 @@ CONFIG_MODULES = (
 )
 AOTI_RUN_REPRO = "torch._dynamo.repro.aoti"
 HERE = "os.path.dirname(os.path.abspath(__file__))"  # how our own repro files name their folder
+# Our scripts' call that gives a program the original's weights it refers to (minifier.contract.artifacts)
+RESTORE_WEIGHTS = "restore_weights"
 _TORCH_VERSION = re.compile(r"^# torch version: (\S+)", re.M)
 _CUDA_VERSION = re.compile(r"^# torch cuda version: (\S+)", re.M)
 
@@ -70,6 +72,7 @@ class LauncherSpec:
     torch_version: str | None = None
     cuda_version: str | None = None
     skipped: list[str] = field(default_factory=list)
+    weights: str | None = None  # the original program whose weights `pt2` refers to (one of our checkpoints)
 
     def layout(self, output_dir: str | None = None, save_dir: str | None = None) -> DumpLayout:
         """Where this dump's files are and its outputs go (the command line's --output-dir, --save-dir).
@@ -139,7 +142,7 @@ def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> Launche
     _require_aoti(tree, text, path)
     call = _find_run_repro(tree, path)
     kwargs = _literal_keywords(call, path)
-    config, env, skipped, pt2_literal, patches = _read_preamble(tree)
+    config, env, skipped, pt2_literal, patches, weights = _read_preamble(tree)
     if pt2_literal is None:
         raise BadLauncher(
             f"{path}: no `exported_program = torch.export.load(...)` line; "
@@ -171,6 +174,7 @@ def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> Launche
         torch_version=torch_version.group(1) if torch_version else None,
         cuda_version=cuda_version.group(1) if cuda_version and cuda_version.group(1) != "None" else None,
         skipped=skipped,
+        weights=os.path.normpath(os.path.join(os.path.dirname(path), weights)) if weights else None,
     )
 
 
@@ -216,6 +220,7 @@ def _read_preamble(tree: ast.Module):
     skipped: list[str] = []
     pt2: str | None = None
     patches: dict[str, Any] | None = None
+    weights: str | None = None
     for stmt in tree.body:
         if isinstance(stmt, ast.If):
             break  # `if __name__ == '__main__':` ends the preamble
@@ -237,7 +242,20 @@ def _read_preamble(tree: ast.Module):
                         skipped.append(f"{target} (value is not a literal: {ast.unparse(stmt.value)[:80]})")
         elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
             _read_env_pop(stmt.value, env)
-    return config, env, skipped, pt2, patches
+            weights = _restored_from(stmt.value) or weights
+    return config, env, skipped, pt2, patches, weights
+
+
+def _restored_from(call: ast.Call) -> str | None:
+    """The path, relative to the script, in `restore_weights(exported_program, os.path.join(<HERE>, '<path>'))`."""
+    if not (isinstance(call.func, ast.Name) and call.func.id == RESTORE_WEIGHTS and len(call.args) == 2):
+        return None
+    arg = call.args[1]
+    if isinstance(arg, ast.Call) and _dotted(arg.func) == "os.path.join" and len(arg.args) == 2:
+        ok, relative = _try_literal(arg.args[1])
+        if ast.unparse(arg.args[0]) == HERE and ok and isinstance(relative, str):
+            return relative
+    return None
 
 
 def _export_load_path(value: ast.expr) -> str | None:

@@ -132,6 +132,7 @@ class PoolTester:
             self.answer(result)
         self.progress.queries = self.pool.started
         self.reporter.warn_new(self.pool.warnings, self.warned)
+        self.reporter.memory(self.pool.waiting_for_memory(), self.pool.memory_detail)
 
     def leads(self) -> list[Candidate]:
         found, self.found = self.found, []

@@ -15,7 +15,16 @@ import time
 from collections.abc import Iterable
 from typing import IO, TextIO
 
-from ..contract.events import EVENTS_LOG_LIMIT, BeginEvent, Command, Event, LogEvent, LogLevel, encode_event
+from ..contract.events import (
+    EVENTS_LOG_LIMIT,
+    BeginEvent,
+    Command,
+    Event,
+    LogEvent,
+    LogLevel,
+    MemoryEvent,
+    encode_event,
+)
 
 
 def begin_event(command: Command, launcher: str) -> BeginEvent:
@@ -41,6 +50,7 @@ class Reporter:
         self.events = events
         self._log: IO[str] | None = None
         self._log_path: str | None = None
+        self._waiting_for_memory = 0
 
     def record_to(self, path: str, command: Command, launcher: str) -> None:
         """From now on, also append every event to the events log at `path`, after a `begin` event."""
@@ -75,6 +85,15 @@ class Reporter:
     def log(self, text: str, level: LogLevel = "info") -> None:
         self.say(text if level == "info" else f"warning: {text}")
         self.emit(LogEvent(message=text, level=level))
+
+    def memory(self, waiting: int, detail: str) -> None:
+        """Say when queries start or stop waiting for memory (a `memory` event, and a progress line)."""
+        if waiting == self._waiting_for_memory:
+            return
+        self._waiting_for_memory = waiting
+        if waiting:
+            self.say(f"{waiting} candidate(s) ran out of memory beside others: they run again alone ({detail})")
+        self.emit(MemoryEvent(waiting=waiting, detail=detail))
 
     def warn_new(self, warnings: Iterable[str], seen: set[str]) -> None:
         """Log each of `warnings` not in `seen` yet (the pool's warnings grow as workers start)."""

@@ -209,10 +209,11 @@ class Warmed:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one candidate inside the worker (crashes and timeouts are seen by the driver)."""
+    """What happened to one candidate inside the worker (crashes and timeouts are seen by the driver).
+    "out_of_memory": an allocation found no GPU or host memory; no verdict (the pool runs it again)."""
 
     key: str
-    status: Literal["passed", "raised", "export_error", "unchanged"]
+    status: Literal["passed", "raised", "export_error", "unchanged", "out_of_memory"]
     seconds: float
     error: ErrorAnalysis | None = None
     text: str = ""

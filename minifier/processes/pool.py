@@ -6,7 +6,8 @@ group (g++ and Triton compiler children included), so a timeout or a cancel kill
 A worker that dies (segfault, abort, `os._exit` after a sticky CUDA error) costs one verdict; the
 pool starts a replacement at once and carries on. Queries are queued in the foreground (the search's
 rounds) or the background (guesses raced beside them, which live on across rounds until cancelled);
-`schedule` decides which idle worker takes what. Torch-free.
+`schedule` decides which idle worker takes what. A query that ran out of GPU or host memory beside others is
+no verdict: it waits until nothing else runs, and then runs alone. Torch-free.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal, overload
 
 from ..contract.artifacts import output_error
@@ -233,6 +234,10 @@ class Pool:
         self.background: dict[str, p.QueryRequest] = {}
         self.query_env: dict[str, dict[str, str]] = {}  # key -> the environment its worker must start with
         self.unclaimed: list[Result] = []  # queries' results that came while `call` waited, for the next `wait`
+        # queries that ran out of memory beside others (-> in the background), and the one now running alone
+        self.short_of_memory: dict[str, tuple[p.QueryRequest, bool]] = {}
+        self.alone: str | None = None
+        self.memory_detail = ""  # what the last query short of memory raised
         self.forks = fork_server(config)
         for i in range(config.size):
             self._spawn(i)
@@ -319,6 +324,8 @@ class Pool:
         if self.running(query.key) or query.key in self.background or query.key in self.foreground:
             self.prioritize(query.key, background)
             return
+        if query.key in self.short_of_memory:
+            return
         if env:
             self.query_env[query.key] = dict(env)
         (self.background if background else self.foreground)[query.key] = query
@@ -336,6 +343,7 @@ class Pool:
         """Forget a queued query, or kill (and replace) the worker running it."""
         self.foreground.pop(key, None)
         self.background.pop(key, None)
+        self.short_of_memory.pop(key, None)
         self.query_env.pop(key, None)
         for slot in self.slots:
             if slot.current is not None and slot.current.key == key:
@@ -344,16 +352,22 @@ class Pool:
 
     def spare(self) -> int:
         """Workers that nothing queued or running will take."""
+        if self.short_of_memory or self.alone is not None:
+            return 0  # nothing new starts before the query that waits for memory has run alone
         free = sum(1 for s in self.slots if s.current is None)
         return max(0, free - len(self.foreground) - len(self.background))
 
     def in_flight(self) -> bool:
-        return bool(self.foreground or self.background or self.unclaimed) or any(
+        return bool(self.foreground or self.background or self.unclaimed or self.short_of_memory) or any(
             s.current is not None for s in self.slots
         )
 
     def running(self, key: str) -> bool:
         return any(s.current is not None and s.current.key == key for s in self.slots)
+
+    def waiting_for_memory(self) -> int:
+        """Queries short of memory that have not answered yet (those waiting, and the one running alone)."""
+        return len(self.short_of_memory) + (self.alone is not None and self.running(self.alone))
 
     def idle(self) -> bool:
         """A worker could take a request at once, nothing queued waits for it."""
@@ -382,7 +396,15 @@ class Pool:
             return [Result(slot.current, "kernel_failed", seconds, log=slot.query_log(), kernel_error=reply.error)]
         if not isinstance(reply, p.Outcome) or slot.current is None:
             return []
-        result = Result(slot.current, "outcome", time.monotonic() - slot.sent_at, outcome=reply, log=slot.query_log())
+        query, seconds = slot.current, time.monotonic() - slot.sent_at
+        if reply.status == "out_of_memory":
+            if query.key != self.alone:
+                self.short_of_memory[query.key] = (query, slot.background)
+                self.memory_detail = reply.error.headline if reply.error else reply.text[:300]
+                slot.current, slot.state = None, "idle"
+                return []
+            reply = replace(reply, status="raised")  # short of memory even alone: what it raised is its verdict
+        result = Result(query, "outcome", seconds, outcome=reply, log=slot.query_log())
         slot.current, slot.state = None, "idle"
         if reply.poisoned or slot.extra_env:
             self._replace(slot)
@@ -405,6 +427,8 @@ class Pool:
 
     def _dispatch(self) -> None:
         self._refresh()
+        if self._alone():
+            return
         views = [
             SlotView(
                 s.state,
@@ -431,6 +455,23 @@ class Pool:
                 self.query_env[preempted.key] = slot.extra_env
             slot.current = None
             self._replace(slot)
+
+    def _alone(self) -> bool:
+        """Whether a query short of memory holds the pool: it waits for the queries running to end, then runs with
+        nothing beside it (and nothing else starts until it has answered)."""
+        if self.alone is not None and self.running(self.alone):
+            return True
+        self.alone = None
+        if not self.short_of_memory:
+            return False
+        idle = next((s for s in self.slots if s.state == "idle"), None)
+        if idle is None or any(s.current is not None for s in self.slots):
+            return True
+        key = next(iter(self.short_of_memory))
+        query, background = self.short_of_memory.pop(key)
+        self._send_query(idle, query, background)
+        self.alone = key
+        return True
 
     def _refresh(self) -> None:
         """Fork again each idle worker forked before the fork server was prepared, once it is: such a worker's

@@ -22,9 +22,10 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from ..contract.archive import weight_bytes
 from ..contract.layout import CACHES, PACKAGES
 from ..contract.procs import WORKER_NAME, env_set, name_process
 from ..contract.signature import Phase, analyze_error
@@ -48,6 +49,8 @@ if TYPE_CHECKING:
 # What a worker's first compile imports; triton only where it is installed (the GPU path).
 COMPILE_MODULES = ("torch._inductor.compile_fx", "triton")
 _DISK_FULL_TEXTS = ("No space left on device", "Disk quota exceeded")
+# How CUDA's and the CPU allocator's out-of-memory errors read (torch.OutOfMemoryError is only CUDA's).
+_OUT_OF_MEMORY_TEXTS = ("CUDA out of memory", "can't allocate memory", "Cannot allocate memory")
 
 
 class Worker:
@@ -62,6 +65,7 @@ class Worker:
         self.values: dict | None = None
         self.values_path: str | None = None
         self.phase: Phase | None = None
+        self.weight_bytes = 0  # the program's weights, as its .pt2 stores them
 
     # Set by the InitRequest that every worker is sent first (the pool's protocol).
     @property
@@ -117,10 +121,16 @@ class Worker:
                 f"the launcher was written by torch {request.launcher.torch_version}; "
                 f"replaying it with torch {torch.__version__}"
             )
+        weights = request.launcher.weights  # one of our checkpoints, whose weights are the original's
         try:
             self._ep = _load_program(request.launcher.pt2)
+            if weights:
+                from ..program.weights import restore_referenced
+
+                restore_referenced(self._ep, _load_program(weights))
         except Exception as e:
-            return p.WorkerFailed(code="bad_input", message=_load_failure(request.launcher.pt2, e))
+            return _cannot_load(weights if weights and self._ep is not None else request.launcher.pt2, e)
+        self.weight_bytes = weight_bytes(weights or request.launcher.pt2)
         from ..program.graph import flatten
 
         try:
@@ -181,12 +191,20 @@ class Worker:
     def query(self, request: p.QueryRequest) -> p.Reply:
         start = time.monotonic()
         phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
-        if request.probe:
-            return self.probe(request, start)
+        try:
+            with contextlib.ExitStack() as held:  # what the query placed on the GPU lives until it has answered
+                return self.probe(request, start) if request.probe else self._query(request, start, held)
+        finally:
+            _release_cuda_cache()
+
+    def _query(self, request: p.QueryRequest, start: float, held: contextlib.ExitStack) -> p.Reply:
+        from ..program.weights import on_device, restore_referenced
+
         self.phase = "export"
         try:
             if request.original or request.program:
-                ep = _load_program(request.program) if request.program else self.ep
+                program = restore_referenced(_load_program(request.program), self.ep) if request.program else self.ep
+                ep = held.enter_context(on_device(program))
                 args, kwargs = ep.example_inputs or ((), {})
                 eager = ep.module()
             elif request.script:
@@ -196,6 +214,8 @@ class Worker:
                 ep, args, eager = self._export_candidate(request)
                 kwargs = {}
         except Exception as e:
+            if out_of_memory(e):
+                return _short_of_memory(request.key, start, e)
             return p.Outcome(
                 key=request.key,
                 status="export_error",
@@ -207,7 +227,8 @@ class Worker:
 
         code = readable_code(eager)
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
-        saved = self._save(ep, request.save_pt2, code)
+        original = self.init.launcher.pt2 if request.original and not request.program else None
+        saved = self._save(ep, request.save_pt2, code, original)
         own_cache = os.path.join(self.init.work_dir, CACHES, request.key) if request.own_cache else None
         recorded = switches.Recorded() if request.record_compile else None
         max_abs_error = None
@@ -231,6 +252,9 @@ class Worker:
                 return p.Outcome(key=request.key, status="unchanged", seconds=time.monotonic() - start, code=code)
             if switches.stopped_at_build(e):
                 return _passed(request.key, start, saved, code, built=True, text=switches.STOPPED_AT_BUILD)
+            if out_of_memory(e):
+                _remove_saved(saved)
+                return _short_of_memory(request.key, start, e, code)
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
             error = analyze_error(type(e).__name__, str(e), self.phase, raising_frame(e))
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
@@ -250,7 +274,6 @@ class Worker:
             )
         finally:
             _remove(package)
-            _release_cuda_cache()
         return _passed(
             request.key,
             start,
@@ -385,9 +408,20 @@ class Worker:
         configs: dict[str, object] | None = None,
         on_kernel_error: Callable[[BaseException], None] | None = None,
     ):
-        import torch
+        from ..program.weights import external, leaving_out, with_weights
 
         patches = {**self.init.launcher.config_patches, **(configs or {})}
+        if not external(self.weight_bytes, patches):
+            return self._build(ep, package, patches, on_kernel_error)
+        compiled = with_weights(self._build(ep, package, leaving_out(patches), on_kernel_error), ep)
+        if compiled is None:
+            print("the package without its weights cannot take the program's own: built again with them", flush=True)
+            compiled = self._build(ep, package, patches, on_kernel_error)
+        return compiled
+
+    def _build(self, ep, package: str, patches: dict, on_kernel_error: Callable[[BaseException], None] | None):
+        import torch
+
         with torch.no_grad():
             self._enter("compile", package)
             with marking_compile_times(), cpp_build.side_by_side(on_kernel_error):
@@ -428,13 +462,23 @@ class Worker:
         self.phase = step
         phase(step, detail)
 
-    def _save(self, ep, path: str | None, code: str) -> str | None:
+    def _save(self, ep, path: str | None, code: str, original: str | None = None) -> str | None:
+        """`ep` saved at `path`, its code beside it; the launcher's own program (`original`) is linked, not
+        written again (a 13 GB model's weights would be, before its compile)."""
         if not path:
             return None
         import torch
 
         try:
-            torch.export.save(ep, path + ".tmp")
+            try:
+                if original is None:
+                    raise OSError("not the launcher's program")
+                os.link(original, path + ".tmp")
+            except OSError:
+                from ..program.weights import referring_to
+
+                with referring_to(ep, self.ep):
+                    torch.export.save(ep, path + ".tmp")
             os.replace(path + ".tmp", path)
             with open(p.code_beside(path), "w", encoding="utf-8") as f:
                 f.write(code)
@@ -482,16 +526,11 @@ def raising_frame(error: BaseException) -> str | None:
 def disk_full(error: BaseException) -> bool:
     """Whether an error, or one it was raised from, says the disk or quota is full (g++ and Inductor
     report it in their messages, Python as an OSError)."""
-    seen: set[int] = set()
-    link: BaseException | None = error
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
-        if any(text in str(link) for text in _DISK_FULL_TEXTS):
-            return True
-        link = link.__cause__ or link.__context__
-    return False
+    return any(
+        (isinstance(link, OSError) and link.errno in (errno.ENOSPC, errno.EDQUOT))
+        or any(text in str(link) for text in _DISK_FULL_TEXTS)
+        for link in _causes(error)
+    )
 
 
 def _disk_full_reply(error: BaseException) -> p.WorkerFailed:
@@ -684,10 +723,47 @@ def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
 
 
 def _passed(key: str, start: float, saved: str | None, code: str, **found: Any) -> p.Outcome:
-    if saved:
-        _remove(saved)  # only failing candidates become checkpoints
-        _remove(p.code_beside(saved))
+    _remove_saved(saved)  # only failing candidates become checkpoints
     return p.Outcome(key=key, status="passed", seconds=time.monotonic() - start, code=code, **found)
+
+
+def _remove_saved(saved: str | None) -> None:
+    if saved:
+        _remove(saved)
+        _remove(p.code_beside(saved))
+
+
+def _short_of_memory(key: str, start: float, error: BaseException, code: str = "") -> p.Outcome:
+    """Not a verdict: the pool runs the query again once memory frees (alone, if need be)."""
+    return p.Outcome(
+        key=key,
+        status="out_of_memory",
+        seconds=time.monotonic() - start,
+        error=analyze_error(type(error).__name__, str(error), None, raising_frame(error)),
+        text=_clip(f"{type(error).__name__}: {error}"),
+        code=code,
+    )
+
+
+def out_of_memory(error: BaseException) -> bool:
+    """Whether an error, or one it was raised from, is an allocation that found no GPU or host memory."""
+    import torch
+
+    return any(
+        isinstance(link, (torch.OutOfMemoryError, MemoryError))
+        or any(text in str(link) for text in _OUT_OF_MEMORY_TEXTS)
+        for link in _causes(error)
+    )
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """The error and those it was raised from or during, each once."""
+    seen: set[int] = set()
+    link: BaseException | None = error
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        yield link
+        link = link.__cause__ or link.__context__
 
 
 def _compute_nodes(flat) -> list[str]:
@@ -731,8 +807,9 @@ def _apply_config(launcher) -> list[str]:
 
 
 def _load_program(path: str):
-    """torch.export.load, keeping the cause it only logs: it raises a bare "error when deserializing"."""
-    import torch
+    """torch.export.load (its weights mapped from the file: `load_mapped`), keeping the cause it only logs: it
+    raises a bare "error when deserializing"."""
+    from ..program.weights import load_mapped
 
     causes: list[BaseException] = []
 
@@ -744,7 +821,7 @@ def _load_program(path: str):
     logger, keep = logging.getLogger("torch.export"), Keep()
     logger.addHandler(keep)
     try:
-        return torch.export.load(path)
+        return load_mapped(path)
     except Exception as e:
         if causes and e.__cause__ is None:
             raise e from causes[-1]
@@ -753,18 +830,28 @@ def _load_program(path: str):
         logger.removeHandler(keep)
 
 
-def _load_failure(path: str, error: BaseException) -> str:
-    """The usual cause first: a custom op that nothing imported here registers."""
+def _cannot_load(path: str, error: BaseException) -> p.WorkerFailed:
+    """Why the program does not load, the usual cause first: a custom op that nothing imported here registers;
+    memory that ran out is the machine's state, not the file's."""
     cause = error.__cause__ or error
     unresolved = re.search(r"failed to resolve (\S+) to an operator", str(cause))
     if unresolved:
-        return (
-            f"cannot load {path}: the program calls {unresolved.group(1)}, which no module imported here "
+        return p.WorkerFailed(
+            code="bad_input",
+            message=f"cannot load {path}: the program calls {unresolved.group(1)}, which no module imported here "
             "registers; pass --import MODULE (the editor's aoti.imports setting) naming the library that "
-            "defines it"
+            "defines it",
         )
-    return (
-        f"cannot load {path}: {type(cause).__name__}: {str(cause)[:500]} (corrupt file, or written by another torch?)"
+    if out_of_memory(error):
+        return p.WorkerFailed(
+            code="environment",
+            message=f"out of memory loading {path} ({weight_bytes(path) / 2**30:.1f} GiB of weights): "
+            f"{type(cause).__name__}: {str(cause)[:300]}; free GPU or host memory, or pass --workers N",
+        )
+    return p.WorkerFailed(
+        code="bad_input",
+        message=f"cannot load {path}: {type(cause).__name__}: {str(cause)[:500]} "
+        "(corrupt file, or written by another torch?)",
     )
 
 

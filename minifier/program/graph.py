@@ -35,6 +35,7 @@ from ..contract.events import FakeMismatch, SourceLine
 from ..exchange.provenance import user_frame
 from ..exchange.worker_protocol import GraphInfo, NodeInfo
 from .branches import Branch, Rebuilt, branch_values, branches_of, fed_name, operands, rebuild
+from .weights import node_device, placed
 
 _PARAM_KINDS = {InputKind.PARAMETER: "parameter", InputKind.BUFFER: "buffer", InputKind.CONSTANT_TENSOR: "constant"}
 
@@ -106,11 +107,10 @@ def describe(flat: FlatProgram) -> GraphInfo:
 
 
 def program_device(flat: FlatProgram) -> torch.device:
-    """Where the program runs: the device of its first non-CPU input or parameter, else the CPU."""
-    tensors = [
-        t for t in (*flat.user_inputs.values(), *(p[2] for p in flat.params.values())) if isinstance(t, torch.Tensor)
-    ]
-    return next((t.device for t in tensors if t.device.type != "cpu"), torch.device("cpu"))
+    """Where the program runs: the device of its first non-CPU input or parameter, else the CPU (as the graph
+    says: the weights themselves stay on the host until a query places them)."""
+    devices = (node_device(n) for n in flat.graph.find_nodes(op="placeholder"))
+    return next((d for d in devices if d is not None and d.type != "cpu"), torch.device("cpu"))
 
 
 def _node_info(node: fx.Node, flat: FlatProgram) -> NodeInfo:
@@ -192,8 +192,9 @@ def concrete_values(flat: FlatProgram) -> tuple[dict[str, torch.Tensor], str | N
     """Every tensor the original graph computes, from one eager run; stops at the first error."""
     values: dict[str, torch.Tensor] = {}
     env: dict[str, object] = {}
+    nodes = {n.name: n for n in flat.graph.nodes}
     for name, (_, _, tensor) in flat.params.items():
-        env[name] = tensor
+        env[name] = placed(tensor, node_device(nodes[name]))
     env.update(flat.user_inputs)
     torch.manual_seed(0)
     with torch.no_grad():
@@ -339,7 +340,7 @@ def build_candidate(
     for node in read:
         if node.name in flat.params:
             target, kind, tensor = flat.params[node.name]
-            _set_attr(root, target, subgraphs.get(node.name, tensor), kind)
+            _set_attr(root, target, subgraphs.get(node.name, placed(tensor, node_device(node))), kind)
             env[node.name] = graph.get_attr(target)
     branch_outputs = []
     made: dict[str, fx.Node] = {}  # each node's value when it ran, which a later in-place twin does not change
