@@ -6,15 +6,17 @@ import pytest
 
 from minifier.contract.artifacts import (
     OutputError,
+    copy_repro,
     prepare,
     read_repro_graph,
     rebuilt_standalone,
     relocate_dump,
     render_repro,
     render_standalone_fallback,
+    weights_of,
     write_repro,
 )
-from minifier.contract.launcher import ConfigAssignment, LauncherSpec
+from minifier.contract.launcher import ConfigAssignment, LauncherSpec, read_launcher
 from minifier.contract.layout import DumpLayout
 
 GRAPH = "def forward(self, linear):\n    relu = torch.ops.aten.relu.default(linear);  linear = None\n    return (relu,)"
@@ -53,6 +55,25 @@ def test_repro_py_points_at_its_own_program(tmp_path):
     repro = write_repro(layout, checkpoint)
     assert "'repro.pt2'" in open(repro).read() and "'1.pt2'" not in open(repro).read()
     assert (tmp_path / "out" / "repro.pt2").read_bytes() == b"program"
+
+
+def test_a_repro_that_refers_to_the_originals_weights_finds_them_wherever_it_is_written(tmp_path):
+    original = tmp_path / "out" / "checkpoints" / "exported_program.pt2"
+    layout = spec(tmp_path).layout(output_dir=str(tmp_path / "out"))
+    os.makedirs(layout.checkpoints)
+    original.write_bytes(b"the weights")
+    checkpoint = os.path.join(layout.checkpoints, "4.py")
+    (tmp_path / "out" / "checkpoints" / "4.pt2").write_bytes(b"program")
+    with open(checkpoint, "w") as f:
+        f.write(render_repro(spec(tmp_path), "4.pt2", "", GRAPH, [], [], weights="exported_program.pt2"))
+    assert weights_of(open(checkpoint).read(), checkpoint) == str(original)
+    assert read_launcher(checkpoint).weights == str(original)  # minified again, its workers restore them too
+    repro = write_repro(layout, checkpoint)
+    assert weights_of(open(repro).read(), repro) == str(original)
+    copied = copy_repro(layout, str(tmp_path / "elsewhere"))
+    assert weights_of(open(copied).read(), copied) == str(tmp_path / "elsewhere" / "exported_program.pt2")
+    assert (tmp_path / "elsewhere" / "exported_program.pt2").read_bytes() == b"the weights"
+    compile(open(copied).read(), copied, "exec")
 
 
 def test_relocated_dump_uses_its_own_files(tmp_path):

@@ -172,6 +172,7 @@ class Triaging:
         while not search.finished or self.pool.in_flight():
             for result in self.pool.wait():
                 self.take(result, search)
+            self.reporter.memory(self.pool.waiting_for_memory(), self.pool.memory_detail)
             for trial in search.needless():
                 self.pool.cancel(self.keys.pop(trial))
         found = search.result()

@@ -469,14 +469,10 @@ class Worker:
             return None
         import torch
 
-        try:
-            try:
-                if original is None:
-                    raise OSError("not the launcher's program")
-                os.link(original, path + ".tmp")
-            except OSError:
-                from ..program.weights import referring_to
+        from ..program.weights import referring_to
 
+        try:
+            if original is None or not _linked(original, path + ".tmp"):
                 with referring_to(ep, self.ep):
                     torch.export.save(ep, path + ".tmp")
             os.replace(path + ".tmp", path)
@@ -488,6 +484,14 @@ class Worker:
             if disk_full(e):
                 raise
             return None
+
+
+def _linked(source: str, path: str) -> bool:
+    try:
+        os.link(source, path)
+        return True
+    except OSError:  # another file system, or one without hard links: the caller writes it
+        return False
 
 
 def _export_script(path: str):
