@@ -72,6 +72,7 @@ from timeline import run_marks, start_up, timeline
 
 from minifier.contract.archive import weight_bytes
 from minifier.contract.artifacts import relocate_dump
+from minifier.contract.launcher import read_launcher
 from minifier.contract.layout import MINIFIER, REPRO_STANDALONE, DumpLayout
 from minifier.contract.procs import exit_text
 from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS
@@ -451,7 +452,9 @@ def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
         text=True,
         start_new_session=True,
     )
-    footprint = Footprint(proc.pid, [cwd])
+    # its checkpoints go to the save_dir its launcher names (the folder the dump was written in), not to this copy
+    save_dir = read_launcher(launcher).save_dir
+    footprint = Footprint(proc.pid, [cwd, *([save_dir] if save_dir and not save_dir.startswith(cwd) else [])])
     try:
         log, _ = proc.communicate(timeout=timeout)
         status = "ok" if proc.returncode == 0 else exit_text(proc.returncode)
@@ -470,7 +473,7 @@ def run_pytorch(launcher: str, name: str, timeout: float) -> Measure:
     if status == "ok" and not checkpoints:
         status = "no checkpoint"
     measure = Measure("pytorch", name, status, round(seconds, 1), queries, nodes, note=_tail_reason(log, status))
-    return _with_peaks(measure, peaks, cwd, launcher)
+    return _with_peaks(measure, peaks, launcher)
 
 
 def run_ours(
@@ -493,7 +496,7 @@ def run_ours(
     proc, arrived, seconds, peaks = _run_timed(argv, os.path.join(folder, DRIVER_LOG), env, folder)
     marks = run_marks(folder)
     timelines += [f"# {name} ({tool}, in {os.path.basename(folder)})", *timeline(marks), ""]
-    measure = _with_peaks(_measure_ours(proc, tool, name, seconds), peaks, folder, launcher)
+    measure = _with_peaks(_measure_ours(proc, tool, name, seconds), peaks, launcher)
     measure.start_up = start_up(marks)
     if measure.status == "ok":
         done = next(t for t, e in arrived if e["event"] == "done")
@@ -524,8 +527,8 @@ def _run_timed(
     return subprocess.CompletedProcess(argv, child.returncode, "".join(lines), stderr), arrived, seconds, peaks
 
 
-def _with_peaks(measure: Measure, peaks: Peaks, folder: str, launcher: str) -> Measure:
-    measure.host_pss, measure.gpu, measure.written = peaks.host_pss, peaks.gpu, peaks.disk_growth[folder]
+def _with_peaks(measure: Measure, peaks: Peaks, launcher: str) -> Measure:
+    measure.host_pss, measure.gpu, measure.written = peaks.host_pss, peaks.gpu, sum(peaks.disk_growth.values())
     measure.weights = weight_bytes(DumpLayout.of(launcher).exported_program)
     return measure
 

@@ -75,8 +75,8 @@ def test_a_candidate_holding_few_of_the_originals_weights_keeps_them(tmp_path):
     assert not refers_to_original(str(tmp_path / "candidate.pt2"))
 
 
-# 40 Linear(4096, 4096) in fp32: 2.5 GiB of weights, which fixed costs (Python and torch in each process) do not hide
-BIG = "nn-wide_mlp40-relu-compile_error"
+# 48 Linear(4096, 4096) in fp32: 3 GiB of weights, which fixed costs (torch in each process, g++) do not hide
+BIG = "nn-wide_mlp48-relu-compile_error"
 
 
 @pytest.mark.compile
@@ -84,7 +84,7 @@ def test_a_big_model_minifies_with_its_weights_held_once_and_none_copied_to_disk
     launcher = dumps.get(str(tmp_path), workload=BIG)
     layout = DumpLayout.of(launcher)
     weights = weight_bytes(layout.exported_program)
-    assert weights > 2.5 * 2**30
+    assert weights > 3 * 2**30
     # --no-slice: the general search's halves and quarters, checkpoints of gigabytes of weights each
     argv = [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2", "--no-slice"]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=child_env())

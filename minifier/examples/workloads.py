@@ -235,7 +235,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("cuda-nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error", "cuda"),
         _w("cuda-nn-mlp-complex_sub-proxy_executor", "nn_mlp", 1, "complex_sub-proxy_executor", "cuda"),
         # big models (issue 44): weights held once; 2 GiB of fp32 on a CPU, Llama-2's shapes in bf16 on a GPU
-        _w("nn-wide_mlp40-relu-compile_error", "wide_mlp", 40, "relu-compile_error"),
+        _w("nn-wide_mlp48-relu-compile_error", "wide_mlp", 48, "relu-compile_error"),
         _w("cuda-hf-llama2_7b16-relu-compile_error", "llama2_7b", 16, "relu-compile_error", "cuda"),
         _w("cuda-hf-llama2_7b32-relu-compile_error", "llama2_7b", 32, "relu-compile_error", "cuda"),
         _w("cuda-hf-llama2_13b40-relu-compile_error", "llama2_13b", 40, "relu-compile_error", "cuda"),
