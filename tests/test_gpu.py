@@ -171,6 +171,30 @@ def test_workers_spread_over_two_gpus(dumps, tmp_path):
     assert all(peak[gpu] - baseline[gpu] > 200 for gpu in ("0", "1")), (baseline, peak)
 
 
+def test_the_workers_on_a_gpu_use_the_one_copy_of_the_weights_that_a_holder_placed_there(tmp_path):
+    import torch
+
+    from minifier.contract.launcher import LauncherSpec
+
+    model = torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.ReLU()).cuda()
+    torch.export.save(torch.export.export(model, (torch.randn(2, 2048, device="cuda"),)), str(tmp_path / "x.pt2"))
+    spec = LauncherSpec(path=str(tmp_path / "minifier_launcher.py"), pt2=str(tmp_path / "x.pt2"), run_repro_line=0)
+    init = p.InitRequest(launcher=spec, work_dir=str(tmp_path))
+    pool = Pool(PoolConfig(init=init, log_dir=str(tmp_path), size=2, start_timeout=300))
+    try:
+        pool.call(p.DescribeRequest())
+        pool.share_weights()
+        deadline = time.monotonic() + 120
+        while not pool.held and time.monotonic() < deadline:  # a call reads every worker's replies meanwhile
+            pool.call(p.DescribeRequest())
+        assert pool.held and not pool.warnings, pool.warnings
+        pool.submit(p.QueryRequest(key="whole", original=True))  # compiled and run on the held weights
+        [result] = pool.wait()
+    finally:
+        pool.close()
+    assert result.outcome is not None and result.outcome.status == "passed", result
+
+
 def gpu_memory_mib() -> dict[str, int]:
     listed = subprocess.run(
         ["nvidia-smi", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"],

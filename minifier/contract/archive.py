@@ -14,6 +14,9 @@ import zipfile
 from dataclasses import dataclass
 
 PAYLOAD_DIRS = ("data/weights/", "data/constants/")
+# From this many bytes of weights on, a program is big: its packages leave them out, and on a GPU one process
+# holds them for every worker (minifier.program.weights); below, every package is built as the user's was.
+BIG_WEIGHTS = 1 << 30
 _LOCAL_HEADER = struct.Struct("<4sHHHHHIIIHH")  # a zip entry's local file header, before its name and extra field
 
 

@@ -7,6 +7,17 @@ import os
 import shutil
 import subprocess
 
+from ..contract.archive import BIG_WEIGHTS, weight_bytes
+from ..contract.launcher import LauncherSpec
+from ..exchange.worker_protocol import GraphInfo
+from ..processes.pool import Pool
+
+
+def share_big_weights(pool: Pool, graph: GraphInfo, spec: LauncherSpec) -> None:
+    """A big program on a GPU: one copy of its weights per GPU, which every worker there uses."""
+    if graph.device != "cpu" and weight_bytes(spec.weights or spec.pt2) >= BIG_WEIGHTS:
+        pool.share_weights()
+
 
 def default_workers() -> int:
     """Compiling is CPU-bound, so several workers share a GPU: one per core, at most 8."""

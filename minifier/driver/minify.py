@@ -331,6 +331,7 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
     progress: Progress | None = None
     try:
         graph = pool.call(p.DescribeRequest()).graph
+        devices.share_big_weights(pool, graph, session.spec)
         values = stored_values(session, pool, reporter)
         order = graph.compute_nodes()
         progress = Progress(start_nodes=len(order), nodes=len(order))

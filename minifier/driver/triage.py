@@ -34,6 +34,7 @@ from ..contract.events import (
 from ..contract.signature import Signature
 from ..exchange import worker_protocol as p
 from ..processes.pool import Pool, Result
+from . import devices
 from .minify import DoesNotFail, minify, raised_before_build
 from .reporter import Reporter
 from .reproduce import fake_kernel_lies
@@ -143,6 +144,7 @@ class Triaging:
 
     def run(self) -> Triage:
         graph = self.pool.call(p.DescribeRequest()).graph
+        devices.share_big_weights(self.pool, graph, self.session.spec)
         values = self.pool.call(p.ConfigsRequest()).values
         baseline = self.baseline()  # beside it, on another worker: the eager run that catches a lying fake kernel
         self.target, _ = result_signature(baseline)

@@ -98,6 +98,23 @@ class WarmRequest:
 
 
 @dataclass(frozen=True)
+class HoldRequest:
+    """Become the holder of the program's weights on this worker's GPU: place them there once and write, at
+    `path`, the CUDA IPC handles through which the other workers on that GPU use them (ShareRequest)."""
+
+    path: str
+    type: Literal["hold"] = "hold"
+
+
+@dataclass(frozen=True)
+class ShareRequest:
+    """Use the weights a holder placed on this worker's GPU (its handles at `path`) instead of copies."""
+
+    path: str
+    type: Literal["share"] = "share"
+
+
+@dataclass(frozen=True)
 class QueryRequest:
     """Compile, load and run one candidate: the original program, the graph made of `kept`, or the
     program that a repro_standalone.py file (`script`) builds.
@@ -172,6 +189,8 @@ Request = (
     | ValuesRequest
     | FakeCheckRequest
     | WarmRequest
+    | HoldRequest
+    | ShareRequest
     | QueryRequest
     | StandaloneRequest
     | ConfigsRequest
@@ -205,6 +224,23 @@ class ValuesStored:
 @dataclass(frozen=True)
 class Warmed:
     type: Literal["warmed"] = "warmed"
+
+
+@dataclass(frozen=True)
+class Held:
+    """The holder's answer: its handles are at `path`, for `bytes` of weights (0: nothing to share)."""
+
+    path: str
+    bytes: int
+    type: Literal["held"] = "held"
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The worker uses the holder's weights (`adopted` of them; 0 where it could not)."""
+
+    adopted: int
+    type: Literal["shared"] = "shared"
 
 
 @dataclass(frozen=True)
@@ -273,6 +309,8 @@ Reply = (
     | ValuesStored
     | FakeChecked
     | Warmed
+    | Held
+    | Shared
     | KernelFailed
     | Outcome
     | StandaloneCode
@@ -297,6 +335,8 @@ _REQUESTS = {
     "values": ValuesRequest,
     "fake_check": FakeCheckRequest,
     "warm": WarmRequest,
+    "hold": HoldRequest,
+    "share": ShareRequest,
     "query": QueryRequest,
     "standalone": StandaloneRequest,
     "configs": ConfigsRequest,
@@ -307,6 +347,8 @@ _REPLIES = {
     "values_stored": ValuesStored,
     "fake_checked": FakeChecked,
     "warmed": Warmed,
+    "held": Held,
+    "shared": Shared,
     "kernel_failed": KernelFailed,
     "outcome": Outcome,
     "standalone_code": StandaloneCode,

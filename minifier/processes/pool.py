@@ -7,7 +7,9 @@ A worker that dies (segfault, abort, `os._exit` after a sticky CUDA error) costs
 pool starts a replacement at once and carries on. Queries are queued in the foreground (the search's
 rounds) or the background (guesses raced beside them, which live on across rounds until cancelled);
 `schedule` decides which idle worker takes what. A query that ran out of GPU or host memory beside others is
-no verdict: it waits until nothing else runs, and then runs alone. Torch-free.
+no verdict: it waits until nothing else runs, and then runs alone. With `share_weights`, one more worker per GPU
+holds the program's weights there and never takes a query; every worker on that GPU uses them (ShareRequest).
+Torch-free.
 """
 
 from __future__ import annotations
@@ -238,6 +240,9 @@ class Pool:
         self.short_of_memory: dict[str, tuple[p.QueryRequest, bool]] = {}
         self.alone: str | None = None
         self.memory_detail = ""  # what the last query short of memory raised
+        # per GPU (a `devices` entry; "" for all visible): the worker holding the weights there, and its handles
+        self.holders: dict[str, _Slot] = {}
+        self.held: dict[str, str] = {}
         self.forks = fork_server(config)
         for i in range(config.size):
             self._spawn(i)
@@ -254,7 +259,39 @@ class Pool:
             self.slots[index] = slot
         else:
             self.slots.append(slot)
+        if self._device(index) in self.held:  # queued behind its InitRequest
+            slot.send(p.ShareRequest(path=self.held[self._device(index)]))
         return slot
+
+    def share_weights(self) -> None:
+        """Start, for each GPU, a worker that holds the program's weights there for the others (see the module)."""
+        for i, device in enumerate(self.config.devices or [""]):
+            if device in self.holders:
+                continue
+            env = {"CUDA_VISIBLE_DEVICES": device} if device else {}
+            try:
+                holder = _Slot(self.config.size + i, self.config, 1, self.forks, env)
+            except ForkServerGone as e:
+                self.warnings.append(f"no worker could hold the weights on GPU {device or 0}: {e}")
+                continue
+            self.selector.register(holder.rep_read, selectors.EVENT_READ, holder)
+            holder.send(p.HoldRequest(path=os.path.join(self.config.init.work_dir, f"weights-{device or 'all'}.ipc")))
+            self.holders[device] = holder
+
+    def _device(self, index: int) -> str:
+        devices = self.config.devices
+        return devices[index % len(devices)] if devices else ""
+
+    def _holder_answered(self, holder: _Slot, reply: p.Reply) -> None:
+        """A holder placed the weights (its workers take them from now on), or could not (they keep their own)."""
+        device = next(d for d, h in self.holders.items() if h is holder)
+        if isinstance(reply, p.Held) and reply.bytes:
+            self.held[device] = reply.path
+            for slot in self.slots:
+                if self._device(slot.index) == device and slot.state != "dead":
+                    slot.send(p.ShareRequest(path=reply.path))
+        elif isinstance(reply, p.WorkerFailed):
+            self.warnings.append(f"the weights are not shared on GPU {device or 0}: {reply.message[:300]}")
 
     def _replace(self, slot: _Slot, extra_env: Mapping[str, str] | None = None) -> None:
         try:
@@ -539,7 +576,12 @@ class Pool:
             slot: _Slot = key.data
             replies, closed = slot.read_replies()
             for reply in replies:
-                if isinstance(reply, p.Ready):
+                if slot in self.holders.values():
+                    if not isinstance(reply, p.Ready):
+                        self._holder_answered(slot, reply)
+                elif isinstance(reply, (p.Shared, p.Held)):
+                    pass  # it uses the held weights from its next request on
+                elif isinstance(reply, p.Ready):
                     slot.state, slot.ready = "idle" if slot.current is None else "busy", True
                     self.torch_version = reply.torch_version
                     self.warnings.extend(w for w in reply.warnings if w not in self.warnings)
@@ -565,13 +607,13 @@ class Pool:
                 self.unclaimed += self._reap(slot)
 
     def close(self) -> None:
-        for slot in self.slots:
+        for slot in [*self.slots, *self.holders.values()]:
             try:
                 self.selector.unregister(slot.rep_read)
             except (KeyError, ValueError):
                 pass
             slot.kill()
-        self.slots = []
+        self.slots, self.holders = [], {}
         self.forks.close()
 
 

@@ -66,6 +66,7 @@ class Worker:
         self.values_path: str | None = None
         self.phase: Phase | None = None
         self.weight_bytes = 0  # the program's weights, as its .pt2 stores them
+        self.held: object = None  # a holder's weights on its GPU (HoldRequest)
 
     # Set by the InitRequest that every worker is sent first (the pool's protocol).
     @property
@@ -96,6 +97,10 @@ class Worker:
             return self.check_fakes()
         if isinstance(request, p.WarmRequest):
             return self.warm()
+        if isinstance(request, p.HoldRequest):
+            return self.hold(request.path)
+        if isinstance(request, p.ShareRequest):
+            return self.share(request.path)
         if isinstance(request, p.StandaloneRequest):
             return self.standalone(request)
         if isinstance(request, p.ConfigsRequest):
@@ -187,6 +192,17 @@ class Worker:
         except Exception:  # only a head start: the first candidate meets and reports any real problem
             pass
         return p.Warmed()
+
+    def hold(self, path: str) -> p.Reply:
+        from ..program.weights import hold
+
+        self.held, size = hold(self.ep, path)  # alive as long as this process: the others map them
+        return p.Held(path=path, bytes=size)
+
+    def share(self, path: str) -> p.Reply:
+        from ..program.weights import adopt
+
+        return p.Shared(adopted=adopt(self.ep, self.flat, path))
 
     def query(self, request: p.QueryRequest) -> p.Reply:
         start = time.monotonic()

@@ -4,7 +4,10 @@ Every worker loads the same .pt2. Read as torch.export.load reads it, each worke
 weights in host memory and, for a CUDA program, on the GPU: eight workers of a 13 GB model ask for 104 GB. So:
 - on the host, each tensor payload is mapped from the .pt2 (copy-on-write), not read: the workers share the page
   cache's one copy;
-- on the GPU, a query places only the weights its graph reads, for as long as it runs (`placed`, `on_device`);
+- on the GPU, one process per GPU holds them (`hold`) and the workers there use them through CUDA IPC handles
+  (`adopt`), as torch.multiprocessing shares CUDA tensors; a weight a run changes (a mutated buffer) is not
+  shared: like every weight where nothing holds them, a query places it for as long as it runs (`placed`,
+  `on_device`);
 - a big program's packages leave their weights out of the compiled .so (no copy on disk per candidate) and run on
   the query's own tensors, handed to the loaded model without a copy (`with_weights`);
 - a saved candidate holding many of the original's weights refers to them instead of copying them: each is saved
@@ -17,16 +20,16 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import mmap
+import os
+import pickle
 from collections.abc import Iterator
 
 import torch
 from torch.export import ExportedProgram
 from torch.export.graph_signature import InputKind
 
-from ..contract.archive import payloads
+from ..contract.archive import BIG_WEIGHTS, payloads
 
-# From this many bytes of weights on, packages leave them out (below, a package is built as the user's was).
-EXTERNAL_FROM = 1 << 30
 # From this many bytes of the original's weights on, a saved candidate refers to them (below, it holds them: a
 # small repro stays one file)
 REFERENCE_FROM = 64 << 20
@@ -100,18 +103,13 @@ def node_device(node) -> torch.device | None:
 @contextlib.contextmanager
 def on_device(ep: ExportedProgram) -> Iterator[ExportedProgram]:
     """The program with each weight on the device its graph node runs on, for as long as the block runs."""
-    placeholders = {n.name: n for n in ep.graph.find_nodes(op="placeholder")}
     saved: list[tuple[dict, str, object]] = []
     try:
-        for spec in ep.graph_signature.input_specs:
-            if spec.kind not in _STATE_KINDS or spec.target is None:
-                continue
-            table = ep.state_dict if spec.target in ep.state_dict else ep.constants
-            device = node_device(placeholders[spec.arg.name])
-            value = table[spec.target]
-            if isinstance(value, torch.Tensor) and device is not None and value.device != device:
-                saved.append((table, spec.target, value))
-                table[spec.target] = placed(value, device)
+        for name, value, device in list(_state(ep)):
+            if isinstance(value, torch.Tensor) and value.device != device:
+                table = ep.state_dict if name in ep.state_dict else ep.constants
+                saved.append((table, name, value))
+                table[name] = placed(value, device)
         yield ep
     finally:
         for table, target, value in saved:
@@ -168,12 +166,67 @@ def _stand_in(value: torch.Tensor) -> torch.Tensor:
     return torch.nn.Parameter(view, requires_grad=False) if isinstance(value, torch.nn.Parameter) else view
 
 
+def hold(ep: ExportedProgram, path: str) -> tuple[dict[str, torch.Tensor], int]:
+    """The program's GPU weights that no run changes, placed once, and their CUDA IPC handles written at `path`
+    (nothing where none is on a GPU). The caller keeps the tensors alive: the handles are valid while they are."""
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing
+
+    mutated = set(ep.graph_signature.buffers_to_mutate.values())
+    held = {
+        name: value.detach().to(device)
+        for name, value, device in _state(ep)
+        if isinstance(value, torch.Tensor) and device.type == "cuda" and name not in mutated
+    }
+    if held:
+        with open(path + ".tmp", "wb") as f:
+            f.write(ForkingPickler.dumps(held))
+        os.replace(path + ".tmp", path)
+    return held, sum(t.numel() * t.element_size() for t in held.values())
+
+
+def adopt(ep: ExportedProgram, flat, path: str) -> int:
+    """Use the holder's weights (handles at `path`) in the program and its flattened graph (a
+    minifier.program.graph.FlatProgram) instead of this process's own; how many it took."""
+    import torch.multiprocessing  # noqa: F401
+
+    with open(path, "rb") as f:
+        shared: dict[str, torch.Tensor] = pickle.load(f)
+    for table in (ep.state_dict, ep.constants):
+        for name, value in table.items():
+            if name in shared:
+                table[name] = _like(value, shared[name])
+    for node, (target, kind, value) in flat.params.items():
+        if target in shared:
+            flat.params[node] = (target, kind, _like(value, shared[target]))
+    return len(shared)
+
+
+def _like(value: object, shared: torch.Tensor) -> torch.Tensor:
+    if isinstance(value, torch.nn.Parameter):
+        return torch.nn.Parameter(shared, requires_grad=value.requires_grad)
+    return shared
+
+
+def _state(ep: ExportedProgram) -> Iterator[tuple[str, object, torch.device]]:
+    """Each parameter, buffer and tensor constant of the program, with the device its graph node runs on."""
+    placeholders = {n.name: n for n in ep.graph.find_nodes(op="placeholder")}
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind not in _STATE_KINDS or spec.target is None:
+            continue
+        table = ep.state_dict if spec.target in ep.state_dict else ep.constants
+        device = node_device(placeholders[spec.arg.name])
+        if device is not None:
+            yield spec.target, table[spec.target], device
+
+
 def external(weight_bytes: int, patches: dict) -> bool:
     """Whether packages leave the weights out: a big program, on a torch that can, unless the user chose."""
     import torch._inductor.config as inductor_config
 
     return (
-        weight_bytes >= EXTERNAL_FROM
+        weight_bytes >= BIG_WEIGHTS
         and _IN_SO not in patches
         and hasattr(inductor_config.aot_inductor, _IN_SO.rpartition(".")[2])
     )
