@@ -651,3 +651,23 @@ def test_memory_that_runs_out_loading_the_program_is_said_so_not_called_a_corrup
     failed = _cannot_load("/nowhere/exported_program.pt2", error)
     assert failed.code == "environment" and "out of memory loading" in failed.message
     assert "corrupt" not in failed.message
+
+
+def test_a_program_on_the_host_has_no_weights_to_hold_and_its_holder_goes_with_the_pool(tmp_path):
+    # on a GPU the holder places them there once for every worker (tests/test_gpu.py); on the host they are
+    # shared already, mapped from the file
+    save_relu_program(tmp_path)
+    pool = Pool(config(tmp_path, size=1, start_timeout=120))
+    try:
+        pool.call(p.DescribeRequest())
+        pool.share_weights()
+        [holder] = pool.holders.values()
+        while holder.state != "dead" and not (tmp_path / "worker-1.log").read_text().count("answered Held"):
+            pool.call(p.DescribeRequest())  # a call reads every worker's replies meanwhile
+        pool.submit(p.QueryRequest(key="whole", original=True))
+        [result] = pool.wait()
+    finally:
+        pool.close()
+    assert pool.held == {} and not pool.warnings
+    assert result.outcome.status == "passed"
+    assert gone(holder.proc.pid)
