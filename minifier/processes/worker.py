@@ -202,7 +202,11 @@ class Worker:
     def share(self, path: str) -> p.Reply:
         from ..program.weights import adopt
 
-        return p.Shared(adopted=adopt(self.ep, self.flat, path))
+        try:
+            return p.Shared(adopted=adopt(self.ep, self.flat, path))
+        except Exception as e:  # only memory lost: each query places the weights it reads, as without a holder
+            print(f"the held weights cannot be used here: {type(e).__name__}: {e}", flush=True)
+            return p.Shared(adopted=0)
 
     def query(self, request: p.QueryRequest) -> p.Reply:
         start = time.monotonic()
