@@ -171,7 +171,7 @@ def hold(ep: ExportedProgram, path: str) -> tuple[dict[str, torch.Tensor], int]:
     (nothing where none is on a GPU). The caller keeps the tensors alive: the handles are valid while they are."""
     from multiprocessing.reduction import ForkingPickler
 
-    import torch.multiprocessing
+    import torch.multiprocessing  # registers the reductions that pickle CUDA tensors as IPC handles
 
     mutated = set(ep.graph_signature.buffers_to_mutate.values())
     held = {
@@ -189,7 +189,7 @@ def hold(ep: ExportedProgram, path: str) -> tuple[dict[str, torch.Tensor], int]:
 def adopt(ep: ExportedProgram, flat, path: str) -> int:
     """Use the holder's weights (handles at `path`) in the program and its flattened graph (a
     minifier.program.graph.FlatProgram) instead of this process's own; how many it took."""
-    import torch.multiprocessing  # noqa: F401
+    import torch.multiprocessing  # noqa: F401  (the reductions that rebuild CUDA tensors from IPC handles)
 
     with open(path, "rb") as f:
         shared: dict[str, torch.Tensor] = pickle.load(f)
