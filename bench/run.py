@@ -688,7 +688,7 @@ def _gb(size: int | None) -> str:
 def _of_weights(size: int | None, weights: int) -> str:
     if not size:
         return "-"
-    return f"{_gb(size)} ({size / weights:.2f}x)" if weights else _gb(size)
+    return f"{_gb(size)} ({size / weights:.2f}x)" if weights >= 100e6 else _gb(size)  # a ratio to MBs says nothing
 
 
 def last_mile(rows: list[Row]) -> str:
