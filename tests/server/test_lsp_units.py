@@ -44,3 +44,17 @@ def test_watched_paths_map_to_their_launcher():
     ):
         assert launcher_for(path) == launcher
     assert launcher_for("/w/torch_compile_debug") is None and launcher_for("/w/src/model.py") is None
+
+
+def test_candidates_waiting_for_memory_show_in_the_progress_line_until_none_does():
+    from minifier.contract.events import CandidateEvent, MemoryEvent
+    from server.failures import FailureRecord
+
+    record = FailureRecord(id="run_1", launcher="/dump/minifier/minifier_launcher.py", nodes_start=73, nodes_now=12)
+    record.begin("minifying", "minifying", keep_graph=True)
+    record.apply(MemoryEvent(waiting=2, detail="CUDA out of memory"))
+    assert record.message == "73 -> 12 nodes, 0 queries, 0 s, 2 waiting for GPU/host memory"
+    record.apply(CandidateEvent(nodes=6, verdict="fails", seconds=1.0, queries=5))
+    assert record.message.endswith("5 queries, 0 s, 2 waiting for GPU/host memory")
+    record.apply(MemoryEvent(waiting=0))
+    assert record.message == "73 -> 12 nodes, 5 queries, 0 s"
