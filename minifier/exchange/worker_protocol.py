@@ -237,9 +237,12 @@ class Held:
 
 @dataclass(frozen=True)
 class Shared:
-    """The worker uses the holder's weights (`adopted` of them; 0 where it could not)."""
+    """The worker uses the holder's weights (`adopted` of them), or could not (`error`; `poisoned`: its CUDA
+    context with it, so it must not serve again)."""
 
     adopted: int
+    error: str = ""
+    poisoned: bool = False
     type: Literal["shared"] = "shared"
 
 

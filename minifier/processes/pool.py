@@ -278,6 +278,16 @@ class Pool:
             holder.send(p.HoldRequest(path=os.path.join(self.config.init.work_dir, f"weights-{device or 'all'}.ipc")))
             self.holders[device] = holder
 
+    def _unless_shared(self, slot: _Slot, reply: p.Shared) -> None:
+        """A worker that could not use the held weights: none on its GPU is asked to again (each places its own, as
+        without a holder); one whose CUDA context that broke goes (`_reap` replaces it)."""
+        if not reply.error:
+            return
+        if self.held.pop(self._device(slot.index), None) is not None:
+            self.warnings.append(f"the held weights cannot be used, each worker places its own: {reply.error[:300]}")
+        if reply.poisoned:
+            slot.proc.kill()
+
     def _device(self, index: int) -> str:
         devices = self.config.devices
         return devices[index % len(devices)] if devices else ""
@@ -579,8 +589,10 @@ class Pool:
                 if slot in self.holders.values():
                     if not isinstance(reply, p.Ready):
                         self._holder_answered(slot, reply)
-                elif isinstance(reply, (p.Shared, p.Held)):
-                    pass  # it uses the held weights from its next request on
+                elif isinstance(reply, p.Shared):
+                    self._unless_shared(slot, reply)
+                elif isinstance(reply, p.Held):
+                    pass
                 elif isinstance(reply, p.Ready):
                     slot.state, slot.ready = "idle" if slot.current is None else "busy", True
                     self.torch_version = reply.torch_version

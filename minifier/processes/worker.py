@@ -205,8 +205,8 @@ class Worker:
         try:
             return p.Shared(adopted=adopt(self.ep, self.flat, path))
         except Exception as e:  # only memory lost: each query places the weights it reads, as without a holder
-            print(f"the held weights cannot be used here: {type(e).__name__}: {e}", flush=True)
-            return p.Shared(adopted=0)
+            text = f"{type(e).__name__}: {e}"
+            return p.Shared(adopted=0, error=text[:1000], poisoned=_poisons_cuda(text))
 
     def query(self, request: p.QueryRequest) -> p.Reply:
         start = time.monotonic()

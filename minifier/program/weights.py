@@ -193,6 +193,8 @@ def adopt(ep: ExportedProgram, flat, path: str) -> int:
 
     with open(path, "rb") as f:
         shared: dict[str, torch.Tensor] = pickle.load(f)
+    for tensor in shared.values():  # each mapping read once here: one that does not work must not reach a query
+        tensor.reshape(-1)[:1].cpu()
     for table in (ep.state_dict, ep.constants):
         for name, value in table.items():
             if name in shared:
