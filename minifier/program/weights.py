@@ -142,12 +142,12 @@ def restore_referenced(ep: ExportedProgram, original: ExportedProgram) -> Export
     """`ep` (loaded) with each weight it refers to replaced by the original's."""
     for table, originals in ((ep.state_dict, original.state_dict), (ep.constants, original.constants)):
         for name, value in table.items():
-            if referenced(value):
+            if _referenced(value):
                 table[name] = originals[name]
     return ep
 
 
-def referenced(value: object) -> bool:
+def _referenced(value: object) -> bool:
     return isinstance(value, torch.Tensor) and value.numel() > 1 and not any(value.stride())
 
 
