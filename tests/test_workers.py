@@ -671,3 +671,46 @@ def test_a_program_on_the_host_has_no_weights_to_hold_and_its_holder_goes_with_t
     assert pool.held == {} and not pool.warnings
     assert result.outcome.status == "passed"
     assert gone(holder.proc.pid)
+
+
+def test_a_query_whose_need_does_not_fit_beside_the_running_ones_waits_for_them(tmp_path):
+    save_relu_program(tmp_path)
+    pool = Pool(config(tmp_path, size=2, start_timeout=120))
+    try:
+        pool.call(p.DescribeRequest())  # both workers up
+        pool.memory_budget[""] = 100  # the GPU's bytes, as devices.plan_gpu_memory sets them
+        pool.submit(p.QueryRequest(key="first", original=True), need=60)
+        pool.submit(p.QueryRequest(key="second", original=True, own_cache=True), need=60)
+        answered, waited = [], False
+        while pool.in_flight():
+            answered += pool.wait(until=time.monotonic() + 0.2)
+            assert not (pool.running("first") and pool.running("second"))
+            waited |= pool.waiting_for_memory() == 1
+    finally:
+        pool.close()
+    assert [(r.query.key, r.outcome.status) for r in answered] == [("first", "passed"), ("second", "passed")]
+    assert waited
+
+
+def test_a_querys_need_is_the_weights_it_reads_unless_held_and_the_values_it_is_fed_and_makes():
+    from minifier.driver.devices import need
+    from minifier.exchange.worker_protocol import GraphInfo, NodeInfo
+
+    def node(name, kind, size, *args):
+        return NodeInfo(name=name, kind=kind, target=name, op=name, args=list(args), tensor=True, bytes=size)
+
+    graph = GraphInfo(
+        nodes=[
+            node("x", "input", 10),
+            node("w", "param", 1000),
+            node("mm", "compute", 20, "x", "w"),
+            node("relu", "compute", 20, "mm"),
+        ],
+        outputs=["relu"],
+        code="",
+        torch_version="",
+        device="cuda:0",
+    )
+    assert need(graph, None, held=False) == 1000 + 10 + 20 + 20
+    assert need(graph, None, held=True) == 10 + 20 + 20
+    assert need(graph, {"relu"}, held=False) == 20 + 20  # fed mm's value, makes its own

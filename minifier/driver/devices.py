@@ -1,4 +1,5 @@
-"""The GPUs the workers are spread over, and how many workers there are, found without importing torch."""
+"""The GPUs the workers are spread over, how many workers there are, and the GPU memory their queries start
+within, found without importing torch."""
 
 from __future__ import annotations
 
@@ -6,17 +7,62 @@ import functools
 import os
 import shutil
 import subprocess
+from collections import Counter
+from collections.abc import Collection
 
 from ..contract.archive import BIG_WEIGHTS, weight_bytes
 from ..contract.launcher import LauncherSpec
 from ..exchange.worker_protocol import GraphInfo
 from ..processes.pool import Pool
 
+# What a worker takes on its GPU beside its query's tensors: its CUDA context, Triton's and Inductor's scratch.
+WORKER_RESERVE = 1 << 30
 
-def share_big_weights(pool: Pool, graph: GraphInfo, spec: LauncherSpec) -> None:
-    """A big program on a GPU: one copy of its weights per GPU, which every worker there uses."""
-    if graph.device != "cpu" and weight_bytes(spec.weights or spec.pt2) >= BIG_WEIGHTS:
+
+def plan_gpu_memory(pool: Pool, graph: GraphInfo, spec: LauncherSpec) -> None:
+    """A program on a GPU: a big one gets one copy of its weights per GPU, which every worker there uses
+    (Pool.share_weights); and its queries start within what each GPU has free now, less what the workers and
+    the held weights will take (Pool.memory_budget; a query that does not fit waits, unless nothing else runs)."""
+    if graph.device == "cpu":
+        return
+    weights = weight_bytes(spec.weights or spec.pt2)
+    held = weights if weights >= BIG_WEIGHTS else 0
+    if held:
         pool.share_weights()
+    free = free_gpu_memory(pool.config.devices)
+    workers = Counter(pool.config.devices[i % len(pool.config.devices)] for i in range(pool.config.size))
+    for device, available in free.items():
+        pool.memory_budget[device] = available - (workers[device] + bool(held)) * WORKER_RESERVE - held
+
+
+def need(graph: GraphInfo, kept: Collection[str] | None, held: bool) -> int:
+    """The GPU bytes a query of the graph made of `kept` (None: the whole graph) asks for, at most: the weights its
+    nodes read (none where they are held), the values it is fed and every value it makes."""
+    nodes = graph.by_name()
+    chosen = [n for n in graph.nodes if n.kind == "compute" and (kept is None or n.name in kept)]
+    made = {n.name for n in chosen}
+    read = {a for n in chosen for a in n.args if a in nodes and a not in made}
+    weights = sum(nodes[a].bytes for a in read if nodes[a].kind == "param")
+    fed = sum(nodes[a].bytes for a in read if nodes[a].kind != "param")
+    return (0 if held else weights) + fed + sum(n.bytes for n in chosen)
+
+
+def free_gpu_memory(devices: list[str]) -> dict[str, int]:
+    """Each GPU's free bytes now, as nvidia-smi counts them (none where it cannot say)."""
+    free = {}
+    for device in devices:
+        try:
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=memory.free", "--format=csv,noheader,nounits", "-i", device],
+                capture_output=True,
+                text=True,
+                timeout=20,
+            ).stdout.strip()
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if out.isdigit():
+            free[device] = int(out) << 20
+    return free
 
 
 def default_workers() -> int:

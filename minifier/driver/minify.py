@@ -88,6 +88,7 @@ class PoolTester:
         mismatched: Iterable[str] = (),
     ) -> None:
         self.session = session
+        self.graph = graph
         self.whole = space.whole
         self.pool = pool
         self.reporter = reporter
@@ -116,7 +117,7 @@ class PoolTester:
     def start(self, candidate: Candidate, background: bool) -> None:
         self.priority[candidate] = background
         self.by_key[key_of(candidate)] = candidate
-        self.pool.submit(self.query(candidate), background)
+        self.pool.submit(self.query(candidate), background, need=self.need(candidate))
 
     def stop(self, candidate: Candidate) -> None:
         self.pool.cancel(key_of(candidate))
@@ -151,7 +152,7 @@ class PoolTester:
             # A worker killed from outside (OOM killer, a user's kill) must not cost the search a reduction.
             self.report(candidate, result, "crash")
             self.retried.add(candidate)
-            self.pool.submit(self.query(candidate), self.priority.get(candidate, False))
+            self.pool.submit(self.query(candidate), self.priority.get(candidate, False), need=self.need(candidate))
             return
         self.record(candidate, result)
         if candidate in self.accuracy.lies:
@@ -213,6 +214,14 @@ class PoolTester:
         ]
 
     # --- candidates ---------------------------------------------------------------------------------
+
+    def need(self, candidate: Candidate) -> int:
+        """The GPU memory its query asks for (0 on the host: nothing to admit there). Weights a holder places count
+        for none from the start: it answers within seconds, and a query it has not served yet is retried alone
+        should it run short."""
+        if self.graph.device == "cpu":
+            return 0
+        return devices.need(self.graph, None if candidate == self.whole else candidate, bool(self.pool.holders))
 
     def query(self, candidate: Candidate) -> p.QueryRequest:
         key = key_of(candidate)
@@ -331,7 +340,7 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
     progress: Progress | None = None
     try:
         graph = pool.call(p.DescribeRequest()).graph
-        devices.share_big_weights(pool, graph, session.spec)
+        devices.plan_gpu_memory(pool, graph, session.spec)
         values = stored_values(session, pool, reporter)
         order = graph.compute_nodes()
         progress = Progress(start_nodes=len(order), nodes=len(order))

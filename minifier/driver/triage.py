@@ -144,7 +144,7 @@ class Triaging:
 
     def run(self) -> Triage:
         graph = self.pool.call(p.DescribeRequest()).graph
-        devices.share_big_weights(self.pool, graph, self.session.spec)
+        devices.plan_gpu_memory(self.pool, graph, self.session.spec)
         values = self.pool.call(p.ConfigsRequest()).values
         baseline = self.baseline()  # beside it, on another worker: the eager run that catches a lying fake kernel
         self.target, _ = result_signature(baseline)

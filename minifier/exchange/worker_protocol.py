@@ -31,6 +31,7 @@ class NodeInfo:
     shape: str = ""
     device: str = "cpu"
     source: SourceLine | None = None
+    bytes: int = 0  # its value's, where the sizes are static (0: not a tensor, or sizes known only at run time)
 
 
 @dataclass(frozen=True)

@@ -243,6 +243,10 @@ class Pool:
         # per GPU (a `devices` entry; "" for all visible): the worker holding the weights there, and its handles
         self.holders: dict[str, _Slot] = {}
         self.held: dict[str, str] = {}
+        # per GPU, the bytes its queries start within (none: no limit), and what each query asks for (submit's need)
+        self.memory_budget: dict[str, int] = {}
+        self.needs: dict[str, int] = {}
+        self.over_budget = False  # a query waits for GPU memory the queries running hold
         self.forks = fork_server(config)
         for i in range(config.size):
             self._spawn(i)
@@ -363,11 +367,17 @@ class Pool:
                 self._replace(slot)
                 raise WorkerLost(type(request).__name__, reason, tail)
 
-    def submit(self, query: p.QueryRequest, background: bool = False, env: Mapping[str, str] | None = None) -> None:
+    def submit(
+        self, query: p.QueryRequest, background: bool = False, env: Mapping[str, str] | None = None, need: int = 0
+    ) -> None:
         """Queue a query, foreground (the search) or background (a guess; see `schedule`). A query
         already queued or running just takes the new priority. With `env`, the query runs in a worker
         started for it with those variables set (read once, when the process starts, as
-        CUDA_LAUNCH_BLOCKING is), which is replaced by an ordinary one after it."""
+        CUDA_LAUNCH_BLOCKING is), which is replaced by an ordinary one after it. `need`: the GPU bytes it
+        asks for; it starts only where they fit in its GPU's `memory_budget` beside the queries running there,
+        or where nothing runs there."""
+        if need:
+            self.needs[query.key] = need
         if self.running(query.key) or query.key in self.background or query.key in self.foreground:
             self.prioritize(query.key, background)
             return
@@ -391,6 +401,7 @@ class Pool:
         self.foreground.pop(key, None)
         self.background.pop(key, None)
         self.short_of_memory.pop(key, None)
+        self.needs.pop(key, None)
         self.query_env.pop(key, None)
         for slot in self.slots:
             if slot.current is not None and slot.current.key == key:
@@ -414,7 +425,8 @@ class Pool:
 
     def waiting_for_memory(self) -> int:
         """Queries short of memory that have not answered yet (those waiting, and the one running alone)."""
-        return len(self.short_of_memory) + (self.alone is not None and self.running(self.alone))
+        alone = self.alone is not None and self.running(self.alone)
+        return len(self.short_of_memory) + alone + self.over_budget
 
     def idle(self) -> bool:
         """A worker could take a request at once, nothing queued waits for it."""
@@ -451,6 +463,7 @@ class Pool:
                 slot.current, slot.state = None, "idle"
                 return []
             reply = replace(reply, status="raised")  # short of memory even alone: what it raised is its verdict
+        self.needs.pop(query.key, None)
         result = Result(query, "outcome", seconds, outcome=reply, log=slot.query_log())
         slot.current, slot.state = None, "idle"
         if reply.poisoned or slot.extra_env:
@@ -486,13 +499,20 @@ class Pool:
             for s in self.slots
         ]
         plan = schedule(views, len(self.foreground), len(self.background))
+        self.over_budget = False
         for index, task in plan.starts:
             slot = self.slots[index]
             if task == "warm":
                 self._warm(slot)
-            else:
-                queue = self.foreground if task == "foreground" else self.background
-                self._send_query(slot, queue.pop(next(iter(queue))), background=task == "background")
+                continue
+            queue = self.foreground if task == "foreground" else self.background
+            if not queue:
+                continue
+            key = next(iter(queue))
+            if not self._fits(slot, key):
+                self.over_budget = True
+                continue
+            self._send_query(slot, queue.pop(key), background=task == "background")
         if plan.preempt is not None:
             slot = self.slots[plan.preempt]
             preempted = slot.current
@@ -502,6 +522,15 @@ class Pool:
                 self.query_env[preempted.key] = slot.extra_env
             slot.current = None
             self._replace(slot)
+
+    def _fits(self, slot: _Slot, key: str) -> bool:
+        """Whether query `key` may start on `slot`'s GPU: its need fits beside the queries running there."""
+        device = self._device(slot.index)
+        budget = self.memory_budget.get(device)
+        if budget is None:
+            return True
+        running = [s.current.key for s in self.slots if s.current is not None and self._device(s.index) == device]
+        return not running or sum(self.needs.get(k, 0) for k in running) + self.needs.get(key, 0) <= budget
 
     def _alone(self) -> bool:
         """Whether a query short of memory holds the pool: it waits for the queries running to end, then runs with

@@ -136,6 +136,7 @@ def _node_info(node: fx.Node, flat: FlatProgram) -> NodeInfo:
         shape=_shape(val),
         device=str(val.device) if isinstance(val, torch.Tensor) else "cpu",
         source=source,
+        bytes=_bytes(val),
     )
 
 
@@ -164,6 +165,12 @@ def _op_name(node: fx.Node) -> str:
     if packet is not None:
         return packet.__name__
     return getattr(node.target, "__name__", str(node.target))
+
+
+def _bytes(val: object) -> int:
+    if not isinstance(val, torch.Tensor) or any(isinstance(s, torch.SymInt) for s in val.shape):
+        return 0
+    return val.numel() * val.element_size()
 
 
 def _shape(val: object) -> str:
