@@ -21,9 +21,10 @@ WORKER_RESERVE = 1 << 30
 
 def plan_gpu_memory(pool: Pool, graph: GraphInfo, spec: LauncherSpec) -> None:
     """A program on a GPU: a big one gets one copy of its weights per GPU, which every worker there uses
-    (Pool.share_weights); and its queries start within what each GPU has free now, less what the workers and
-    the held weights will take (Pool.memory_budget; a query that does not fit waits, unless nothing else runs)."""
-    if graph.device == "cpu":
+    (Pool.share_weights); and where its weights and values take a gigabyte or more, its queries start within what
+    each GPU has free now, less what the workers and the held weights will take (Pool.memory_budget; a query that
+    does not fit waits, unless nothing else runs). A smaller one's queries start at once, as ever."""
+    if graph.device == "cpu" or need(graph, None, held=False) < BIG_WEIGHTS:
         return
     weights = weight_bytes(spec.weights or spec.pt2)
     held = weights if weights >= BIG_WEIGHTS else 0
