@@ -656,21 +656,49 @@ def test_memory_that_runs_out_loading_the_program_is_said_so_not_called_a_corrup
 def test_a_program_on_the_host_has_no_weights_to_hold_and_its_holder_goes_with_the_pool(tmp_path):
     # on a GPU the holder places them there once for every worker (tests/test_gpu.py); on the host they are
     # shared already, mapped from the file
+    import torch
+
+    model = torch.nn.Linear(64, 64)
+    torch.export.save(torch.export.export(model, (torch.ones(2, 64),)), str(tmp_path / "x.pt2"))
+    pool = Pool(config(tmp_path, size=1, start_timeout=120))
+    try:
+        pool.call(p.DescribeRequest())
+        pool.share_weights()
+        [holder] = pool.holders.values()
+        while holder.state == "starting":
+            pool.call(p.DescribeRequest())  # a call reads every worker's replies meanwhile
+        pool.submit(p.QueryRequest(key="whole", original=True))
+        [result] = pool.wait()
+        # a worker maps the weights from the file; the holder, which runs nothing after placing them, let go of its
+        # mapping (on a GPU, all the pages its upload read)
+        assert mapped(pool.slots[0].proc.pid, tmp_path / "x.pt2") and not mapped(holder.proc.pid, tmp_path / "x.pt2")
+    finally:
+        pool.close()
+    assert pool.held == {} and not pool.warnings
+    assert result.outcome.status == "passed"
+    assert gone(holder.proc.pid)
+
+
+def test_no_query_or_call_starts_beside_a_holder_that_is_placing_the_weights(tmp_path):
+    # else it would place a second copy of them (here, on the host, the holder answers that it holds none)
     save_relu_program(tmp_path)
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:
         pool.call(p.DescribeRequest())
         pool.share_weights()
         [holder] = pool.holders.values()
-        while holder.state != "dead" and not (tmp_path / "worker-1.log").read_text().count("answered Held"):
-            pool.call(p.DescribeRequest())  # a call reads every worker's replies meanwhile
         pool.submit(p.QueryRequest(key="whole", original=True))
+        assert holder.state == "starting" and not pool.running("whole")
         [result] = pool.wait()
+        assert holder.state == "idle"
     finally:
         pool.close()
-    assert pool.held == {} and not pool.warnings
     assert result.outcome.status == "passed"
-    assert gone(holder.proc.pid)
+
+
+def mapped(pid: int, path) -> bool:
+    with open(f"/proc/{pid}/maps") as f:
+        return any(line.rstrip().endswith(str(path)) for line in f)
 
 
 def test_a_query_whose_need_does_not_fit_beside_the_running_ones_waits_for_them(tmp_path):

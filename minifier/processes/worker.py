@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import gc
 import importlib
 import importlib.util
 import logging
@@ -197,6 +198,9 @@ class Worker:
         from ..program.weights import hold
 
         self.held, size = hold(self.ep, path)  # alive as long as this process: the others map them
+        # A holder answers nothing else: the program goes, and with it the host pages the upload read
+        self._ep = self._flat = None
+        gc.collect()
         return p.Held(path=path, bytes=size)
 
     def share(self, path: str) -> p.Reply:
