@@ -34,7 +34,7 @@ from minifier.driver.reporter import Reporter
 from minifier.driver.search import Space, make_closure
 from minifier.driver.session import Session
 from minifier.exchange import worker_protocol as p
-from minifier.exchange.worklog import phase_marks
+from minifier.exchange.worklog import logs_under, phase_marks
 
 pytestmark = pytest.mark.compile
 
@@ -117,6 +117,10 @@ def test_multi_block_model_reaches_one_node_and_keeps_the_signature(dumps, tmp_p
     _, done = minify(launcher)
     assert done.start_nodes > 10 and done.nodes == 1
     assert "relu" in final_graph(done).split("def forward")[1]
+    # the whole graph's query needs none of the values: it started before the eager run that saves them ended
+    marks = sorted(m for log in logs_under(os.path.dirname(launcher)) for m in phase_marks(open(log).read()))
+    whole = next(t for t, step, detail in marks if step == "query" and detail.endswith("of all nodes"))
+    assert whole < next(t for t, step, detail in marks if step == "answered" and detail == "ValuesStored"), marks
 
 
 def test_general_search_without_slicing_reaches_one_node(dumps, tmp_path):

@@ -38,7 +38,10 @@ def plan_gpu_memory(pool: Pool, graph: GraphInfo, spec: LauncherSpec) -> None:
 
 def need(graph: GraphInfo, kept: Collection[str] | None, held: bool) -> int:
     """The GPU bytes a query of the graph made of `kept` (None: the whole graph) asks for, at most: the weights its
-    nodes read (none where they are held), the values it is fed and every value it makes."""
+    nodes read (none where they are held), the values it is fed and every value it makes. None on the host: the
+    admission is for GPUs."""
+    if graph.device == "cpu":
+        return 0
     nodes = graph.by_name()
     chosen = [n for n in graph.nodes if n.kind == "compute" and (kept is None or n.name in kept)]
     made = {n.name for n in chosen}

@@ -216,22 +216,15 @@ class PoolTester:
     # --- candidates ---------------------------------------------------------------------------------
 
     def need(self, candidate: Candidate) -> int:
-        """The GPU memory its query asks for (0 on the host: nothing to admit there). Weights a holder places count
-        for none from the start: it answers within seconds, and a query it has not served yet is retried alone
-        should it run short."""
-        if self.graph.device == "cpu":
-            return 0
+        """The GPU memory its query asks for. Weights a holder places count for none: no query starts on its GPU
+        before it has answered."""
         return devices.need(self.graph, None if candidate == self.whole else candidate, bool(self.pool.holders))
 
     def query(self, candidate: Candidate) -> p.QueryRequest:
+        if candidate == self.whole:
+            return whole_graph_query(self.session, candidate)
         key = key_of(candidate)
         save_pt2 = os.path.join(self.session.layout.candidates, f"{key}.pt2")
-        if candidate == self.whole:  # the loaded program itself: no values, no re-export on the critical path
-            # provenance names the failing kernel's nodes; an accuracy failure names no kernel
-            provenance = self.session.options.slicing and not self.session.accuracy
-            return p.QueryRequest(
-                key=key, original=True, save_pt2=save_pt2, provenance=provenance, early_kernel=provenance
-            )
         return p.QueryRequest(
             key=key,
             kept=sorted(candidate),
@@ -239,6 +232,20 @@ class PoolTester:
             save_pt2=save_pt2,
             stop_at_build=self.stop_at_build,
         )
+
+
+def whole_graph_query(session: Session, whole: Candidate) -> p.QueryRequest:
+    """The loaded program itself: no values, no re-export on the critical path. Provenance names the failing
+    kernel's nodes; an accuracy failure names no kernel."""
+    key = key_of(whole)
+    provenance = session.options.slicing and not session.accuracy
+    return p.QueryRequest(
+        key=key,
+        original=True,
+        save_pt2=os.path.join(session.layout.candidates, f"{key}.pt2"),
+        provenance=provenance,
+        early_kernel=provenance,
+    )
 
 
 class Checkpointing:
@@ -341,8 +348,11 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
     try:
         graph = pool.call(p.DescribeRequest()).graph
         devices.plan_gpu_memory(pool, graph, session.spec)
-        values = stored_values(session, pool, reporter)
         order = graph.compute_nodes()
+        if not options.skip_sanity:  # the whole graph needs none of the values: its query starts while they are saved
+            whole = whole_graph_query(session, frozenset(order))
+            pool.submit(whole, need=devices.need(graph, None, bool(pool.holders)))
+        values = stored_values(session, pool, reporter)
         progress = Progress(start_nodes=len(order), nodes=len(order))
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values.stored)))
         tester = PoolTester(session, pool, reporter, progress, space, graph, [m.node for m in values.mismatches])

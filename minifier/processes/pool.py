@@ -299,6 +299,7 @@ class Pool:
     def _holder_answered(self, holder: _Slot, reply: p.Reply) -> None:
         """A holder placed the weights (its workers take them from now on), or could not (they keep their own)."""
         device = next(d for d, h in self.holders.items() if h is holder)
+        holder.state = "idle"  # answered: queries on its GPU wait no longer (`_placing`)
         if isinstance(reply, p.Held) and reply.bytes:
             self.held[device] = reply.path
             for slot in self.slots:
@@ -345,6 +346,7 @@ class Pool:
         slot.state, slot.sent_at = "busy", time.monotonic()
         slot.deadline = slot.sent_at + (timeout or self.config.start_timeout)
         while True:
+            self._dispatch()  # queries submitted before the call start as workers free up
             answer = None
             for s, reply in self._poll():  # every reply of the poll is taken: one from another worker comes too
                 if s is not slot:
@@ -381,6 +383,8 @@ class Pool:
         if self.running(query.key) or query.key in self.background or query.key in self.foreground:
             self.prioritize(query.key, background)
             return
+        if any(r.query.key == query.key for r in self.unclaimed):
+            return  # it has answered while `call` waited: the next `wait` gives its result
         if query.key in self.short_of_memory:
             return
         if env:
@@ -509,6 +513,8 @@ class Pool:
             if not queue:
                 continue
             key = next(iter(queue))
+            if self._placing(slot):
+                continue
             if not self._fits(slot, key):
                 self.over_budget = True
                 continue
@@ -522,6 +528,12 @@ class Pool:
                 self.query_env[preempted.key] = slot.extra_env
             slot.current = None
             self._replace(slot)
+
+    def _placing(self, slot: _Slot) -> bool:
+        """Whether the holder of `slot`'s GPU is still placing the weights: a query started there now would place a
+        second copy (a holder that died or is overdue is not waited for)."""
+        holder = self.holders.get(self._device(slot.index))
+        return holder is not None and holder.state == "starting" and time.monotonic() < holder.deadline
 
     def _fits(self, slot: _Slot, key: str) -> bool:
         """Whether query `key` may start on `slot`'s GPU: its need fits beside the queries running there."""
@@ -640,7 +652,7 @@ class Pool:
 
     def _wait_idle(self) -> _Slot:
         while True:
-            idle = next((s for s in self.slots if s.state == "idle"), None)
+            idle = next((s for s in self.slots if s.state == "idle" and not self._placing(s)), None)
             if idle is not None:
                 return idle
             self.unclaimed += [r for slot, reply in self._poll() for r in self._outcome(slot, reply)]
