@@ -489,7 +489,7 @@ def run_ours(
 ) -> Measure:
     """aoti-minify on its own copy of the dump; with `keep_warm` its fork server waits for the next run
     (this process owns it, so it never outlives the benchmark)."""
-    launcher = relocate_dump(dump_launcher, folder)
+    launcher = relocate_dump(dump_launcher, folder, link=True)  # a big model's dump fits the disk once
     extra = (["--workers", str(workers)] if workers else []) + (["--keep-warm", "600"] if keep_warm else [])
     extra += [*_run_args(name), *options]
     argv = [sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra]

@@ -84,6 +84,11 @@ def test_relocated_dump_uses_its_own_files(tmp_path):
     copied = relocate_dump(str(launcher), str(tmp_path / "b"), "run_1.copy")
     assert copied == str(tmp_path / "b" / "torch_compile_debug" / "run_1.copy" / "minifier" / "minifier_launcher.py")
     assert str(tmp_path / "b") in open(copied).read() and str(run) not in open(copied).read()
+    (run / "minifier" / "checkpoints" / "exported_program.pt2").write_bytes(b"weights")
+    linked = relocate_dump(str(launcher), str(tmp_path / "c"), "run_1.copy", link=True)
+    pt2 = os.path.join(os.path.dirname(linked), "checkpoints", "exported_program.pt2")
+    assert os.path.samefile(pt2, run / "minifier" / "checkpoints" / "exported_program.pt2")
+    assert str(tmp_path / "c") in open(linked).read() and str(run) in launcher.read_text()  # rewritten, not in place
 
 
 def test_accuracy_is_written_as_pytorch_writes_it(tmp_path):

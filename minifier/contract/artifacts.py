@@ -119,12 +119,14 @@ def recover(layout: DumpLayout) -> list[str]:
     return removed
 
 
-def relocate_dump(launcher: str, dest: str, name: str | None = None) -> str:
+def relocate_dump(launcher: str, dest: str, name: str | None = None, link: bool = False) -> str:
     """Copy a dump's whole run folder to `dest/torch_compile_debug/<name>`; PyTorch's launcher names
-    its .pt2 and save_dir by absolute path, so the copy's launcher is rewritten to use its own."""
+    its .pt2 and save_dir by absolute path, so the copy's launcher is rewritten to use its own. `link`: hard
+    links, not copies, for a reader that writes no file in place (aoti-minify replaces what it writes)."""
     layout = DumpLayout.of(launcher)
     run_dir, target = layout.run_dir, run_folder(dest, name or layout.run_name)
-    shutil.copytree(run_dir, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(SCRATCH))
+    copy = os.link if link else shutil.copy2
+    shutil.copytree(run_dir, target, dirs_exist_ok=True, ignore=shutil.ignore_patterns(SCRATCH), copy_function=copy)
     copied = os.path.join(target, os.path.relpath(layout.launcher, run_dir))
     with open(copied, encoding="utf-8") as f:
         text = f.read()
