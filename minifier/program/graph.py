@@ -368,6 +368,9 @@ def build_candidate(
         outputs = [n.name for n in compute if n.name not in readers]
     graph.output(tuple(made[name] for name in outputs) + tuple(branch_outputs))
     gm = fx.GraphModule(root, graph)
+    for node in read:  # GraphModule registers each tensor it copies as a buffer: a lifted constant stays one
+        if node.name in flat.params and flat.params[node.name][1] == "constant":
+            _unregister_buffer(gm, flat.params[node.name][0])
     gm.recompile()
     vals = [n.meta.get("val") for n in read if n.name not in flat.params] + [n.meta.get("val") for n in fed]
     return gm, inputs, dim_specs(vals, flat.ranges)
@@ -524,6 +527,14 @@ def _concrete(name: str, node: fx.Node, values: dict[str, torch.Tensor]) -> torc
         raise KeyError(f"no concrete value for {name}")
     val = node.meta.get("val")
     return values[name].to(val.device if isinstance(val, torch.Tensor) else "cpu")
+
+
+def _unregister_buffer(root: torch.nn.Module, target: str) -> None:
+    """The buffer at `target` made a plain tensor attribute, which export lifts as a constant."""
+    *path, leaf = target.split(".")
+    module = root.get_submodule(".".join(path))
+    tensor = module._buffers.pop(leaf)
+    setattr(module, leaf, tensor)
 
 
 def _set_attr(root: torch.nn.Module, target: str, tensor: object, kind: str) -> None:

@@ -28,17 +28,18 @@ PROVIDED = {"torch", "inf", "nan", "device", "NoneType", "fx_pytree", "pytree"}
 
 HELPERS = {
     "_attach": '''
-def _attach(module, target, value):
-    """Put a parameter, buffer, constant or submodule at its dotted name, as in the original."""
+def _attach(module, target, value, buffer=False):
+    """Put a parameter, buffer, constant or submodule at its dotted name, as in the original (a tensor neither
+    parameter nor buffer is a constant: export lifts it as one)."""
     *path, leaf = target.split(".")
     for part in path:
         if not hasattr(module, part):
             module.add_module(part, torch.nn.Module())
         module = getattr(module, part)
-    if isinstance(value, (torch.nn.Parameter, torch.nn.Module)) or not isinstance(value, torch.Tensor):
-        setattr(module, leaf, value)
-    else:
+    if buffer:
         module.register_buffer(leaf, value)
+    else:
+        setattr(module, leaf, value)
 ''',
     "_strided": '''
 def _strided(values, stride):
@@ -88,7 +89,8 @@ class _Writer:
                 self.module_class(sub, value)
                 init.append(f"        _attach(self, {target!r}, {sub}())")
             else:
-                init.append(f"        _attach(self, {target!r}, {self.attribute(value, kind)})")
+                buffer = ", buffer=True" if kind == "buffer" else ""
+                init.append(f"        _attach(self, {target!r}, {self.attribute(value, kind)}{buffer})")
         code = gm.graph.python_code(root_module="self")
         self._note_globals(code.globals)
         forward = "\n".join("    " + ln if ln.strip() else "" for ln in code.src.strip().splitlines())
@@ -158,11 +160,16 @@ def _attributes(gm: fx.GraphModule) -> list[tuple[str, str, object]]:
         elif isinstance(value, torch.nn.Parameter):
             kind = "parameter"
         elif isinstance(value, torch.Tensor):
-            kind = "buffer"
+            kind = "buffer" if _is_buffer(gm, node.target) else "constant"
         else:
             raise NotRebuildable(f"attribute {node.target} of type {type(value).__name__}")
         found.append((node.target, kind, value))
     return found
+
+
+def _is_buffer(gm: fx.GraphModule, target: str) -> bool:
+    *path, leaf = target.split(".")
+    return leaf in gm.get_submodule(".".join(path))._buffers
 
 
 def _class_name(target: str) -> str:
