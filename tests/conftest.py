@@ -117,7 +117,7 @@ def repro_signature(repro: str, allowed: tuple[str, ...] = ("os", "torch")) -> S
 
 
 def program_facts(pt2: str, *imports: str) -> dict:
-    """Placeholder sizes and range constraints of a saved program, read in a fresh process."""
+    """Placeholder sizes, input kinds and range constraints of a saved program, read in a fresh process."""
     code = (
         f"import json, torch\n{''.join(f'import {m}' + chr(10) for m in imports)}"
         f"ep = torch.export.load({pt2!r})\n"
@@ -125,7 +125,8 @@ def program_facts(pt2: str, *imports: str) -> dict:
         " and hasattr(n.meta.get('val'), 'shape')]\n"
         "ranges = {str(k): [int(v.lower), int(v.upper) if v.upper.is_finite else None]"
         " for k, v in ep.range_constraints.items()}\n"
-        "print(json.dumps({'sizes': sizes, 'ranges': ranges}))\n"
+        "kinds = [s.kind.name for s in ep.graph_signature.input_specs]\n"
+        "print(json.dumps({'sizes': sizes, 'ranges': ranges, 'kinds': kinds}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]

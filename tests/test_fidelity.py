@@ -189,6 +189,21 @@ def test_an_exception_without_a_message_is_told_by_where_and_when_it_was_raised(
     ]
 
 
+def test_a_lifted_constant_stays_a_lifted_constant_in_candidates_and_repros(dumps, tmp_path):
+    """cumsum of a 0-dim tensor made in forward fails to lower only while export lifts it as a constant
+    (pytorch/pytorch#193265): as a buffer or an input it compiles, and the search would remove nothing."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-lifted_cumsum-indexerror")
+    proc, done = minify(launcher)
+    assert done.signature.exc_type == "IndexError" and done.start_nodes > done.nodes
+    assert done.nodes <= 5 and "aten.cumsum.default" in graph_of(done.repro)
+    [final] = [e for e in events_of(proc) if isinstance(e, CheckpointEvent) and e.nodes == done.nodes]
+    assert program_facts(final.path[:-3] + ".pt2")["kinds"] == ["CONSTANT_TENSOR"]
+    standalone = done.repro.replace("repro.py", "repro_standalone.py")
+    assert "buffer=True" not in open(standalone).read()  # written as a constant, not registered as a buffer
+    for script in (done.repro, standalone):
+        assert repro_signature(script).matches(done.signature), script
+
+
 def sha(path: str) -> str:
     return hashlib.sha1(open(path, "rb").read()).hexdigest()
 

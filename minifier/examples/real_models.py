@@ -281,6 +281,18 @@ class ComplexPhase(nn.Module):
         return torch.view_as_real(pairs * phase).flatten(-2)
 
 
+class ConstantRamp(nn.Module):
+    """Scales by the running sum of a 0-dim tensor made in forward (`torch.tensor(0.5).cumsum(0)`).
+
+    Export lifts that tensor as a constant, and Inductor cannot lower `cumsum` of a lifted 0-dim constant:
+    `IndexError: tuple index out of range` while compiling (pytorch/pytorch#193265). The same op on a buffer or
+    on a value computed at run time compiles, so a repro must keep the constant a lifted constant.
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        return h * torch.tensor(0.5).cumsum(0)
+
+
 class RowScaleNorm(nn.Module):
     """RMSNorm through a custom op whose fake kernel lies about its output shape (custom_ops.row_scale)."""
 
@@ -321,6 +333,7 @@ FRAGMENTS: dict[str, type[nn.Module]] = {
     "spectral_detrend": SpectralDetrend,
     "complex_recenter": ComplexRecenter,
     "complex_phase": ComplexPhase,
+    "constant_ramp": ConstantRamp,
     "row_scale_norm": RowScaleNorm,
     "token_pool": TokenPool,
     "cond_gate": CondGate,

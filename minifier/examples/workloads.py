@@ -67,6 +67,11 @@ FAILURES: dict[str, FailureClass] = {
         origin="torch",
         note="torch.full with a complex fill value: a messageless AssertionError in the C++ wrapper, while compiling",
     ),
+    "lifted_cumsum-indexerror": FailureClass(
+        fragment="constant_ramp",
+        origin="torch",
+        note="cumsum of a lifted 0-dim tensor constant: IndexError while lowering (pytorch/pytorch#193265)",
+    ),
     "lying_fake-accuracy": FailureClass(
         fragment="row_scale_norm",
         accuracy=True,
@@ -204,6 +209,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("hf-bert-index_put_mask-keyerror", "bert", 4, "index_put_mask-keyerror"),
         _w("hf-qwen2-complex_sub-proxy_executor", "qwen2", 2, "complex_sub-proxy_executor"),
         _w("hf-vit-complex_scalar-assertion", "vit", 4, "complex_scalar-assertion"),
+        _w("hf-bert-lifted_cumsum-indexerror", "bert", 4, "lifted_cumsum-indexerror"),
         _w("hf-roberta-lying_fake-accuracy", "roberta", 3, "lying_fake-accuracy"),
         _w("hf-bert-dynamic_fake-accuracy", "bert", 4, "dynamic_fake-accuracy"),
         _w("nn-transformer-relu-compile_error", "nn_transformer", 4, "relu-compile_error"),
@@ -217,6 +223,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("nn-mlp-index_put_mask-keyerror", "nn_mlp", 1, "index_put_mask-keyerror"),
         _w("nn-mlp-complex_scalar-assertion", "nn_mlp", 1, "complex_scalar-assertion"),
         _w("nn-mlp-complex_full-assertion", "nn_mlp", 1, "complex_full-assertion"),
+        _w("nn-mlp-lifted_cumsum-indexerror", "nn_mlp", 1, "lifted_cumsum-indexerror"),
         _w("toy-parity-relu_and_log1p-accuracy", "parity", 0, "relu_and_log1p-accuracy"),
         # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
         _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
