@@ -358,7 +358,7 @@ class Worker:
         finally:
             _remove(package)
         compared = set(names)
-        uncompared = [n for n, v in values.items() if n not in compared and v.is_floating_point()]
+        uncompared = [n for n in values if n not in compared]
         return p.Outcome(
             key=request.key,
             status="passed",
@@ -718,14 +718,13 @@ def _graph_nodes_of(node, debug) -> list[str]:
 
 
 def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
-    """The probed nodes whose compiled value fails the accuracy check against the eager run, in
-    graph order (the first is where the failure starts)."""
+    """The probed nodes whose compiled value differs from the eager run's, in graph order (the first is where
+    the failure starts): another dtype, shape or layout, floating-point values that fail the accuracy check, or
+    other integer or bool values, which the loose check (`mode` "accuracy") ignores as PyTorch's does."""
     import copy
 
     import torch
-    from torch._dynamo import config as dynamo_config
     from torch._dynamo.debug_utils import cast_to_fp64
-    from torch._dynamo.utils import same
 
     with torch.no_grad():
         reference = gm(*inputs)
@@ -735,19 +734,31 @@ def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
         except Exception:  # as for PyTorch's check: without fp64 outputs, the fp32 run is the reference
             fp64 = reference
     loose = mode == "accuracy"
-    return [
-        name
-        for name, ref, res, ref64 in zip(names, reference, results, fp64)
-        if not same(
-            ref,
-            res,
-            ref64,
-            tol=dynamo_config.repro_tolerance,
-            equal_nan=True,
-            ignore_non_fp=loose,
-            log_error=lambda *args, **kwargs: None,
-        )
-    ]
+    return [name for name, ref, res, ref64 in zip(names, reference, results, fp64) if _differs(ref, res, ref64, loose)]
+
+
+def _differs(ref, res, ref64, loose: bool) -> bool:
+    import torch
+    from torch._dynamo import config as dynamo_config
+    from torch._dynamo.utils import same
+
+    if isinstance(ref, torch.Tensor) and isinstance(res, torch.Tensor):
+        if ref.dtype != res.dtype or ref.shape != res.shape or _layout(ref) != _layout(res):
+            return True
+        if not (ref.is_floating_point() or ref.is_complex()):
+            return not loose and not torch.equal(ref, res)  # counts and masks have no tolerance
+    return not same(
+        ref, res, ref64, tol=dynamo_config.repro_tolerance, equal_nan=True, ignore_non_fp=loose, log_error=_quiet
+    )
+
+
+def _layout(t) -> tuple[int, ...]:
+    """The strides that place elements (a dim of size 1 has any)."""
+    return tuple(stride for size, stride in zip(t.shape, t.stride()) if size != 1)
+
+
+def _quiet(*args: object, **kwargs: object) -> None:
+    pass
 
 
 def _passed(key: str, start: float, saved: str | None, code: str, **found: Any) -> p.Outcome:

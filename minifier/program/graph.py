@@ -447,10 +447,11 @@ def dynamic_shapes(specs: list[dict[int, DimSpec] | None]) -> tuple | None:
 
 
 def probe_outputs(flat: FlatProgram, values: dict[str, torch.Tensor], twins: Mapping[str, object]) -> list[str]:
-    """The nodes whose compiled values an accuracy probe compares: floating-point tensors the eager run
-    computed, except views and what an in-place op writes to later (their value as an output would
-    not be the value the node had), unless the probe runs that op out of place (`twins`, see
-    `out_of_place_twins`): then both the value before it and the value it writes are compared."""
+    """The nodes whose compiled values an accuracy probe compares: tensors the eager run computed (integer and
+    bool ones too: a dtype Inductor changes is a divergence), except views and what an in-place op writes to
+    later (their value as an output would not be the value the node had), unless the probe runs that op out of
+    place (`twins`, see `out_of_place_twins`): then both the value before it and the value it writes are
+    compared."""
     written = {
         a.name
         for n in flat.graph.nodes
@@ -462,7 +463,6 @@ def probe_outputs(flat: FlatProgram, values: dict[str, torch.Tensor], twins: Map
         for n in flat.graph.nodes
         if n.op == "call_function"
         and n.name in values
-        and values[n.name].is_floating_point()
         and n.name not in written
         and (n.name in twins or not _is_view(n))
     ]
