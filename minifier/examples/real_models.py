@@ -293,6 +293,19 @@ class ConstantRamp(nn.Module):
         return h * torch.tensor(0.5).cumsum(0)
 
 
+class AnyGate(nn.Module):
+    """Weighs each token by whether any of its features is positive, the mask held as uint8 as masks often are.
+
+    Inductor's `any` of a uint8 tensor returns bool where eager returns uint8 (pytorch/pytorch#198081), so the
+    weight computed from it in uint8 wraps around in eager (300 -> 44) and not in the compiled model: wrong
+    results, with no error.
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        hit = (h > 0).to(torch.uint8).any(dim=-1, keepdim=True)
+        return h * (hit * 200 + hit * 100).to(h.dtype) / 100
+
+
 class RowScaleNorm(nn.Module):
     """RMSNorm through a custom op whose fake kernel lies about its output shape (custom_ops.row_scale)."""
 
@@ -334,6 +347,7 @@ FRAGMENTS: dict[str, type[nn.Module]] = {
     "complex_recenter": ComplexRecenter,
     "complex_phase": ComplexPhase,
     "constant_ramp": ConstantRamp,
+    "any_gate": AnyGate,
     "row_scale_norm": RowScaleNorm,
     "token_pool": TokenPool,
     "cond_gate": CondGate,
