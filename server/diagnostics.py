@@ -159,7 +159,7 @@ def _launcher_message(record: FailureRecord) -> str:
         "reproducing": "reproducing it in the background",
         "reproduced": "minify it to get a minimal repro",
         "minifying": f"minifying: {record.nodes_line()}",
-        "minimized": f"minimized: {record.progress_line()}",
+        "minimized": record.message or f"minimized: {record.progress_line()}",
         "cancelled": f"cancelled: {record.message}",
         "error": f"aoti-minify failed: {record.message}",
     }[record.state]

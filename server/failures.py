@@ -251,6 +251,8 @@ class FailureRecord:
         if self.state == "cancelled":
             where = "repro.py holds" if disk.repro else f"checkpoints/{os.path.basename(disk.checkpoint or '')} is"
             return f"stopped earlier at {self.nodes_line()}: {where} the smallest failing graph so far; minify again"
+        if self.state == "minimized" and self.nodes_start == self.nodes_now:
+            return "nothing removed earlier: no smaller graph failed the same way; repro.py is the whole graph"
         if self.state == "minimized":
             return f"minimized earlier: {self.nodes_line()}; see repro.py"
         if self.state == "reproduced" and self.failure:
@@ -302,7 +304,9 @@ class FailureRecord:
             self.signature = event.signature or self.signature
             if self.history:
                 self.history.append(ShrinkPoint(event.seconds, event.nodes))
-            self.state, self.message = "minimized", f"minimized: {self.progress_line()}"
+            self.state = "minimized"
+            did = f"nothing removed, {event.unreduced}" if event.unreduced else "minimized"
+            self.message = f"{did}: {self.progress_line()}"
         elif isinstance(event, CancelledEvent):
             self.queries, self.seconds = event.queries, event.seconds
             if event.checkpoint:

@@ -202,6 +202,11 @@ def test_a_lifted_constant_stays_a_lifted_constant_in_candidates_and_repros(dump
     assert "buffer=True" not in open(standalone).read()  # written as a constant, not registered as a buffer
     for script in (done.repro, standalone):
         assert repro_signature(script).matches(done.signature), script
+    # every node of that repro is needed: minified again, it says so, and never that it minimized anything
+    again = aoti_minify("minify", final.path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"nothing removed from {done.nodes} nodes" in again.stdout and "minimized" not in again.stdout
+    assert re.search(r"no smaller graph fails the same way: of (\d+) smaller candidates, \1 passed", again.stdout)
 
 
 def sha(path: str) -> str:

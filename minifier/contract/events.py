@@ -173,6 +173,8 @@ class DoneEvent:
     seconds: float
     start_nodes: int = 0
     signature: Signature | None = None
+    # where nothing could be removed (repro.py is the whole graph): why, from what the candidates did instead
+    unreduced: str = ""
     event: Literal["done"] = "done"
     v: int = SCHEMA_VERSION
 

@@ -337,9 +337,11 @@ def _execute(command: Command, session: Session, reporter: Reporter) -> int:
     if command == "triage":
         return _triaged(session, reporter)
     done = minify_mod.minify(session, reporter)
+    shrunk = f"minimized {done.start_nodes} -> {done.nodes} nodes"
     reporter.result(
-        f"minimized {done.start_nodes} -> {done.nodes} nodes in {done.queries} queries, "
+        f"{f'nothing removed from {done.nodes} nodes' if done.unreduced else shrunk} in {done.queries} queries, "
         f"{done.seconds:.1f} s; reproduces {done.signature.describe() if done.signature else 'the failure'}"
+        + (f"\n{done.unreduced}" if done.unreduced else "")
     )
     reporter.result(f"standalone: {session.layout.repro_standalone}")
     reporter.result(f"repro: {done.repro}")  # last: scripts read the repro's path from the last line

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -533,6 +534,7 @@ def finish(
         seconds=progress.seconds,
         start_nodes=progress.start_nodes,
         signature=tester.target,
+        unreduced=nothing_removed(tester) if progress.checkpoint_nodes == progress.start_nodes else "",
     )
     reporter.emit(done)
     progress.done = True
@@ -541,6 +543,26 @@ def finish(
     if session.options.copy_to:
         reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")
     return done
+
+
+_DID = {
+    "passes": "passed",
+    "other_failure": "failed another way",
+    "crash": "crashed",
+    "timeout": "timed out",
+    "export_error": "could not be exported",
+}
+
+
+def nothing_removed(tester: PoolTester) -> str:
+    """Why the search ended with the graph it started from: what every smaller candidate did instead, and the
+    other error most of them raised."""
+    tried = {c: v for c, v in tester.verdicts.items() if c != tester.whole}
+    counts = Counter(tried.values())
+    did = ", ".join(f"{n} {_DID.get(verdict, verdict)}" for verdict, n in counts.most_common())
+    others = Counter(one_line(tester.results[c])[:200] for c, v in tried.items() if v == "other_failure")
+    common = f"; most raised {others.most_common(1)[0][0]}" if others else ""
+    return f"no smaller graph fails the same way: of {len(tried)} smaller candidates, {did or 'none ran'}{common}"
 
 
 def check_standalone(session: Session, tester: PoolTester, final: Candidate, reporter: Reporter) -> None:

@@ -35,6 +35,12 @@ export function stateText(state: string): string {
   return STATE_TEXT[state as FailureState] ?? state;
 }
 
+/** The state as the tree says it: a minification that removed nothing is not called "minimized". */
+export function failureStateText(f: Pick<FailureItem, 'state' | 'nodesStart' | 'nodesNow'>): string {
+  const unreduced = f.state === 'minimized' && count(f.nodesStart) !== null && f.nodesStart === f.nodesNow;
+  return unreduced ? 'nothing removed' : stateText(f.state);
+}
+
 function count(n: number | null | undefined): number | null {
   return typeof n === 'number' && Number.isFinite(n) ? n : null;
 }
@@ -67,12 +73,12 @@ function mdEscape(text: string): string {
 
 export function describeFailure(f: FailureItem): ItemLook {
   const [icon, iconColor] = STATE_ICON[f.state] ?? ['question'];
-  const parts = [stateText(f.state)];
+  const parts = [failureStateText(f)];
   const nodes = nodeCount(f);
   if (nodes) parts.push(nodes);
   if (count(f.externalPid) !== null) parts.push(`in a terminal (pid ${f.externalPid})`);
   const lines = [`**${mdEscape(f.label || 'AOTI failure')}**`, ''];
-  lines.push(`State: ${stateText(f.state)}${nodes ? ` (${nodes})` : ''}`);
+  lines.push(`State: ${failureStateText(f)}${nodes ? ` (${nodes})` : ''}`);
   if (f.signature) lines.push('', `Signature: \`${f.signature.replace(/`/g, "'")}\``);
   if (f.kind) lines.push('', `Kind: ${mdEscape(f.kind)}`);
   if (f.message) lines.push('', mdEscape(f.message));

@@ -32,6 +32,12 @@ test('tree item per state: label, description, icon, context value', () => {
   }
 });
 
+test('a minification that removed nothing is not called minimized', () => {
+  const look = describeFailure(failure('minimized', { nodesStart: 35, nodesNow: 35 }));
+  assert.equal(look.description, 'nothing removed · 35 nodes');
+  assert.match(look.tooltip, /State: nothing removed \(35 nodes\)/);
+});
+
 test('label falls back, tooltip carries the details', () => {
   const look = describeFailure(failure('error', { label: '', signature: null, message: 'launcher is corrupt', queries: 9, seconds: 41.2 }));
   assert.equal(look.label, 'AOTI failure');
