@@ -352,8 +352,7 @@ def triage_line(triage: Triage) -> str:
     if not triage.workarounds:
         return f"no workaround among {triage.tried} config changes tried; culprit: {triage.culprit.subsystem}"
     return (
-        f"workaround verified on the original: inductor_configs={triage.workarounds[0].inductor_configs!r}; "
-        f"culprit: {triage.culprit.subsystem}"
+        f"workaround verified on the original: {triage.workarounds[0].describe()}; culprit: {triage.culprit.subsystem}"
     )
 
 

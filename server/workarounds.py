@@ -1,7 +1,8 @@
 """A verified workaround where the user compiles: once `aoti-minify triage` has verified Inductor configs on
 the original model (triage.json), each `aoti_compile_and_package(...)` call in the workspace's Python files gets
 an Information diagnostic and a quick fix that adds them as `inductor_configs={...}`, merged into a dict the
-call passes already. The edit is a WorkspaceEdit: the editor applies it, and undoes it, like any other.
+call passes already; a workaround that is code (one op left to ATen) is inserted above the call's line. The edit
+is a WorkspaceEdit: the editor applies it, and undoes it, like any other.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from minifier.contract.events import Workaround
+from minifier.contract.events import Workaround, registration
 
 from .failures import FailureRecord, uri_of
 from .feature import Feature
@@ -72,6 +73,25 @@ def call_edit(text: str, line: int, configs: dict[str, Any]) -> types.TextEdit |
     if name is None:
         return None
     return _replace(text, value_at, value_at + name.end(), f"{{**{name.group()}, {entries}}}")
+
+
+def code_edit(text: str, line: int, code: str) -> types.TextEdit | None:
+    """The edit that runs `code` just before the statement on `line`, at its indentation; None when the file has
+    the code's registration (its last line) already."""
+    lines = text.splitlines()
+    if line >= len(lines) or registration(code) in text:
+        return None
+    indent = lines[line][: len(lines[line]) - len(lines[line].lstrip())]
+    block = "".join(f"{indent}{row}\n" for row in code.splitlines())
+    return _insert(text, _offsets(text)[line], block)
+
+
+def workaround_edit(text: str, line: int, workaround: dict[str, Any]) -> types.TextEdit | None:
+    """The edit a diagnostic's data (`code` or `inductorConfigs`) asks for at the call on `line`."""
+    code, configs = workaround.get("code"), workaround.get("inductorConfigs")
+    if isinstance(code, str) and code:
+        return code_edit(text, line, code)
+    return call_edit(text, line, configs) if isinstance(configs, dict) else None
 
 
 def _offsets(text: str) -> list[int]:
@@ -154,8 +174,9 @@ def _read(path: str) -> str | None:
 def _message(record: FailureRecord, workaround: Workaround) -> str:
     signature = record.signature.describe() if record.signature else "?"
     error = "" if workaround.max_abs_error is None else f", max abs error {workaround.max_abs_error:.2g} vs eager"
+    how = f"with {workaround.describe()} run before it" if workaround.code else f"with {workaround.describe()}"
     return (
-        f"AOTI failure {record.id} ({signature}) compiles with inductor_configs={workaround.inductor_configs!r}: "
+        f"AOTI failure {record.id} ({signature}) compiles {how}: "
         f"verified on the original model by aoti-lens triage ({workaround.family}{error})"
     )
 
@@ -202,10 +223,10 @@ class Workarounds(Feature):
 
     def diagnostics(self, records: list[FailureRecord]) -> Iterator[tuple[str, types.Diagnostic]]:
         for record, workaround in _verified(records):
-            configs = workaround.inductor_configs
+            data = {"failureId": record.id, "inductorConfigs": workaround.inductor_configs, "code": workaround.code}
             for path, text in self.calls.items():
                 for line in compile_calls(text):
-                    if call_edit(text, line, configs) is None:  # it passes them already (or is not whole)
+                    if workaround_edit(text, line, data) is None:  # it has it already (or the call is not whole)
                         continue
                     yield (
                         uri_of(path),
@@ -218,7 +239,7 @@ class Workarounds(Feature):
                             source=SOURCE,
                             code=CODE,
                             message=_message(record, workaround),
-                            data={"failureId": record.id, "inductorConfigs": configs},
+                            data=data,
                         ),
                     )
 
@@ -227,15 +248,16 @@ class Workarounds(Feature):
         actions = []
         for diagnostic in params.context.diagnostics:
             data: Any = diagnostic.data
-            configs = data.get("inductorConfigs") if isinstance(data, dict) else None
-            if diagnostic.code != CODE or not isinstance(configs, dict):
+            if diagnostic.code != CODE or not isinstance(data, dict):
                 continue
             path = to_fs_path(uri)
             text = _read(path) if path else None  # as saved: the server is not sent unsaved edits
-            edit = call_edit(text, diagnostic.range.start.line, configs) if text is not None else None
+            edit = workaround_edit(text, diagnostic.range.start.line, data) if text is not None else None
             if edit is None:
                 continue
-            title = f"Compile with the verified workaround: inductor_configs={configs!r}"
+            code = data.get("code")
+            how = registration(code) if code else f"inductor_configs={data.get('inductorConfigs')!r}"
+            title = f"Compile with the verified workaround: {how}"
             actions.append(
                 types.CodeAction(
                     title=title,

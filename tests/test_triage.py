@@ -53,8 +53,27 @@ def test_a_real_inductor_bug_gets_a_workaround_verified_on_the_original(dumps, t
     proc = aoti_minify("report", launcher, "--no-versions")
     assert proc.returncode == 0, proc.stderr
     report = open(os.path.join(os.path.dirname(done.path), "report.md")).read()
-    first = triage.workarounds[0].inductor_configs
-    assert f"aoti_compile_and_package(ep, inductor_configs={first!r})" in report and "### Culprit" in report
+    first = triage.workarounds[0]
+    call = "aoti_compile_and_package(ep)" if first.code else f"inductor_configs={first.inductor_configs!r})"
+    assert f"{first.code}\ntorch._inductor.{call}" in report if first.code else call in report
+    assert "### Culprit" in report
+
+
+def test_leaving_only_the_culprit_op_to_aten_is_offered_as_code_verified_on_the_original(dumps, tmp_path):
+    """Inductor's `any` of uint8 returns bool (pytorch/pytorch#198081): every op left to ATen
+    (fallback_by_default) is the only config that fixes the minimal graph; `any` alone left to ATen, registered
+    as the user would before compiling, fixes the original too."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-uint8_any-accuracy")
+    events, done = triaged(launcher, "--runs", "1")
+    triage = done.triage
+    assert triage.culprit.subsystem == "lowering of aten.any.dim"
+    first = triage.workarounds[0]
+    assert first.family == "ATen fallback" and first.inductor_configs == {}
+    assert "make_fallback(torch.ops.aten.any.dim)" in first.code
+    assert any(
+        isinstance(e, TrialEvent) and e.on == "original" and e.fallback == "aten.any.dim" and e.verdict == "fixes"
+        for e in events
+    )
 
 
 def test_the_injected_relu_bug_names_relus_lowering(dumps, tmp_path):

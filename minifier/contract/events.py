@@ -240,13 +240,25 @@ TrialVerdict = Literal["fixes", "fails", "passes", "other_failure", "crash", "ti
 
 @dataclass(frozen=True)
 class Workaround:
-    """Inductor configs that make the original graph compile, load, run and match eager."""
+    """Inductor configs, or code run before the compile, that make the original graph compile, load, run and
+    match eager."""
 
     inductor_configs: dict[str, Any]
-    family: str  # what it switches: "fusion", "C++ vectorization", "graph pass", ...
+    family: str  # what it switches: "fusion", "C++ vectorization", "graph pass", "ATen fallback", ...
     compile_s: float  # the original's compile, load and run with it
     max_abs_error: float | None  # against eager, over the original's outputs
     verified_on: Target = "original"
+    # Python to run once before aoti_compile_and_package, where no config says it (one op's lowering left to ATen)
+    code: str = ""
+
+    def describe(self) -> str:
+        """What the user changes: the code's registration, or the configs."""
+        return registration(self.code) if self.code else f"inductor_configs={self.inductor_configs!r}"
+
+
+def registration(code: str) -> str:
+    """The line of a workaround's code that does it (its last, without the comment)."""
+    return code.splitlines()[-1].split("  #")[0]
 
 
 @dataclass(frozen=True)
@@ -302,6 +314,7 @@ class TrialEvent:
     seconds: float
     detail: str = ""
     aten_fallback: list[str] = field(default_factory=list)
+    fallback: str = ""  # the op a workaround's code leaves to ATen (Workaround.code)
     event: Literal["trial"] = "trial"
     v: int = SCHEMA_VERSION
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import threading
 import time
 import traceback
@@ -362,10 +363,11 @@ def _triaged(session: Session, reporter: Reporter) -> int:
     )
     for workaround in found.workarounds:
         error = "n/a" if workaround.max_abs_error is None else f"{workaround.max_abs_error:.2g}"
-        reporter.result(
-            f"workaround, verified on the original ({workaround.compile_s:.1f} s, max abs error {error}): "
-            f"inductor_configs={workaround.inductor_configs!r}"
-        )
+        how = f"inductor_configs={workaround.inductor_configs!r}"
+        if workaround.code:
+            how = "before aoti_compile_and_package, run\n" + textwrap.indent(workaround.code, "    ")
+        verified = f"verified on the original ({workaround.compile_s:.1f} s, max abs error {error})"
+        reporter.result(f"workaround, {verified}: {how}")
     if not found.workarounds and not found.tried:
         reporter.result("no Inductor config tried: the fix is the culprit's own code")
     elif not found.workarounds:

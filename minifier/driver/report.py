@@ -236,7 +236,9 @@ def triage_sections(triage: Triage | None) -> list[str]:
             f"eager{error}):",
             "",
             _fence(
-                f"torch._inductor.aoti_compile_and_package(ep, inductor_configs={workaround.inductor_configs!r})",
+                f"{workaround.code}\ntorch._inductor.aoti_compile_and_package(ep)"
+                if workaround.code
+                else f"torch._inductor.aoti_compile_and_package(ep, inductor_configs={workaround.inductor_configs!r})",
                 "python",
             ),
             "",

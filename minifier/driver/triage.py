@@ -40,7 +40,7 @@ from .reporter import Reporter
 from .reproduce import fake_kernel_lies
 from .session import Session
 from .verdicts import classify, one_line, result_signature
-from .workarounds import NO_CHANGE, Answer, Change, Trial, WorkaroundSearch, candidates
+from .workarounds import NARROW, NO_CHANGE, OP_NAME, Answer, Change, Trial, WorkaroundSearch, candidates
 
 _OP = re.compile(r"torch\.ops\.([\w]+\.[\w]+\.[\w]+)\(")
 _FRAME = re.compile(r'File "([^"]+)", line \d+')
@@ -226,6 +226,9 @@ class Triaging:
         self.answers[trial] = answer
         if trial.change.aten_fallback:
             self.start(self.next_probes(trial.change, answer))
+            [op, *others] = trial.change.aten_fallback
+            if answer.verdict == "fixes" and not others and OP_NAME.fullmatch(op):
+                self.start(search.found_elsewhere(Change(fallback=op, family="ATen fallback", breadth=NARROW)))
             return
         self.start(search.answer(trial, answer))
 
@@ -264,6 +267,7 @@ class Triaging:
                 answer.seconds,
                 answer.detail,
                 list(trial.change.aten_fallback),
+                trial.change.fallback,
             )
         )
         return answer
@@ -278,7 +282,9 @@ class Triaging:
             if trial.on == "minimal":  # in the background: a check on the original goes first, it may end the search
                 self.submit(self._minimal_query(key, trial.change), Probe(trial=trial), background=True)
             else:
-                query = p.QueryRequest(key=key, original=True, configs=trial.change.inductor_configs, compare=True)
+                query = p.QueryRequest(
+                    key=key, original=True, configs=trial.change.inductor_configs, compare=True, setup=trial.change.code
+                )
                 self.submit(query, Probe(trial=trial))
 
     def submit(self, query: p.QueryRequest, probe: Probe, background: bool = False) -> None:
@@ -336,6 +342,8 @@ class Triaging:
         self.reporter.emit(event)
         where = "original" if event.on == "original" else "minimal graph"
         what = ", ".join(f"{k}={v!r}" for k, v in event.inductor_configs.items())
+        if event.fallback:
+            what = f"make_fallback({event.fallback}) before compiling"
         what = what or ("lowering left to ATen: " + ", ".join(event.aten_fallback) if event.aten_fallback else "as is")
         self.reporter.say(f"triage | {where}, {what}: {event.verdict} ({event.seconds:.1f} s)")
 
@@ -346,4 +354,5 @@ def _workaround(change: Change, answer: Answer) -> Workaround:
         family=change.family,
         compile_s=answer.seconds,
         max_abs_error=answer.max_abs_error,
+        code=change.code,
     )

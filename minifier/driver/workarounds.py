@@ -9,6 +9,7 @@ A change is offered only once the original compiled, ran and matched eager with 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -112,29 +113,49 @@ ALWAYS = "ATen fallback"
 
 @dataclass(frozen=True)
 class Change:
-    """Inductor configs to compile with (what `inductor_configs=` gets), or ops whose lowering is left to
-    ATen (no config can ship that: it names the culprit's subsystem, it is never offered)."""
+    """Inductor configs to compile with (what `inductor_configs=` gets); ops whose lowering is left to ATen
+    inside the compile (`aten_fallback`: it names the culprit's subsystem, it is never offered); or one op whose
+    lowering the user's process leaves to ATen (`fallback`: offered as `code` run before compiling)."""
 
     configs: tuple[tuple[str, Any], ...] = ()
     family: str = ""
     breadth: int = NARROW
     then: tuple[Change, ...] = ()  # narrower changes worth trying once this one fixes (one pass of a group)
     aten_fallback: tuple[str, ...] = ()
+    fallback: str = ""
 
     @property
     def inductor_configs(self) -> dict[str, Any]:
         return dict(self.configs)
 
+    @property
+    def code(self) -> str:
+        return fallback_code(self.fallback) if self.fallback else ""
+
     def describe(self) -> str:
         if self.aten_fallback:
             return "lowering left to ATen: " + ", ".join(self.aten_fallback)
+        if self.fallback:
+            return f"make_fallback({self.fallback}) before compiling"
         return ", ".join(f"{k}={v!r}" for k, v in self.configs) or "no change"
 
     def key(self) -> str:
-        return json.dumps([self.configs, self.aten_fallback], sort_keys=True, default=str)
+        return json.dumps([self.configs, self.aten_fallback, self.fallback], sort_keys=True, default=str)
+
+
+def fallback_code(op: str) -> str:
+    """What a user runs once before compiling so that Inductor leaves `op` (`aten.any.dim`) to its ATen kernel:
+    the registration Inductor itself uses for the ops it does not lower."""
+    if not OP_NAME.fullmatch(op):
+        raise ValueError(f"not an op's name: {op!r}")
+    return (
+        "from torch._inductor.lowering import make_fallback\n"
+        f"make_fallback(torch.ops.{op})  # Inductor's lowering of {op} is avoided: ATen's kernel runs it"
+    )
 
 
 NO_CHANGE = Change()
+OP_NAME = re.compile(r"\w+\.\w+(\.\w+)?")  # `aten.any.dim`, as torch.ops names it
 
 
 def candidates(values: Mapping[str, Any], device: str, kind: Kind, passes: Sequence[str] = ()) -> list[Change]:
@@ -227,6 +248,16 @@ class WorkaroundSearch:
         else:
             self.found.rejected.append((trial.change, answer))
         return started + self._verify_next()
+
+    def found_elsewhere(self, change: Change) -> list[Trial]:
+        """A change that fixed the minimal graph outside this search (one op left to ATen, by the culprit's
+        probes): the narrowest there is, it ranks ahead of every config and is checked on the original as they
+        are."""
+        self.order[change.key()] = -2
+        self.changes.append(change)
+        self.fixed.add(change.key())
+        self.waiting.append(change)
+        return self._verify_next()
 
     def needless(self) -> list[Trial]:
         """Once `verify` workarounds are verified, the minimal-graph trials still running: they run in rank

@@ -139,7 +139,9 @@ class QueryRequest:
     difference; `aten_fallback`, ops (`aten.relu.default`) whose Inductor lowering is left to the ATen kernel
     (the culprit's subsystem); `record_compile`, name the graph passes the compile applied, the ops it
     lowered and the fingerprint of the code it generated; `failing_code`, such a fingerprint of a failing
-    compile: a compile generating that code stops before the C++ compile (Outcome status "unchanged")."""
+    compile: a compile generating that code stops before the C++ compile (Outcome status "unchanged");
+    `setup`, a workaround's Python, run before the compile as its user runs it (what it changes of Inductor's
+    lowering tables is undone after)."""
 
     key: str
     kept: list[str] = field(default_factory=list)
@@ -158,6 +160,7 @@ class QueryRequest:
     failing_code: str | None = None
     stop_at_build: bool = False
     early_kernel: bool = False
+    setup: str = ""
     type: Literal["query"] = "query"
 
 

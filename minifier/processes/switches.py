@@ -169,6 +169,28 @@ def switched(aten_fallback: list[str], recorded: Recorded | None, failing_code: 
 
 
 @contextlib.contextmanager
+def set_up(code: str) -> Iterator[None]:
+    """Inside, `code` (a workaround's, as its user runs it before compiling) has run; Inductor's lowering tables
+    are as they were after it, so the worker's next compile is not the workaround's."""
+    if not code:
+        yield
+        return
+    import torch
+    from torch._inductor import lowering
+
+    named = ("lowerings", "needs_realized_inputs", "fallbacks", "layout_constraints")
+    tables = [t for t in (getattr(lowering, name, None) for name in named) if t is not None]
+    saved = [type(t)(t) for t in tables]
+    try:
+        exec(compile(code, "<workaround>", "exec"), {"torch": torch})
+        yield
+    finally:
+        for table, before in zip(tables, saved):
+            table.clear()
+            table.update(before)
+
+
+@contextlib.contextmanager
 def _observing_passes(passes: list[str]) -> Iterator[None]:
     """Passes that belong to no bisector subsystem never ask the bisector: their names are taken where
     every pass asks whether `disabled_passes` names it."""

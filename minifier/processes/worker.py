@@ -263,6 +263,7 @@ class Worker:
                 inductor_cache(own_cache),
                 switches.watching_build(request.stop_at_build) as build,
                 switches.switched(request.aten_fallback, recorded, request.failing_code),
+                switches.set_up(request.setup),
             ):
                 compiled = self._compile(ep, package, request.configs, self._early_kernel(request))
             if request.compare:

@@ -22,13 +22,16 @@ from minifier.contract.events import (
     load_failure,
 )
 from minifier.contract.layout import DumpLayout
-from server.workarounds import call_edit, compile_calls
+from minifier.driver.workarounds import fallback_code
+from server.workarounds import compile_calls, workaround_edit
 
 CONFIGS = {"pick_loop_orders": False}
+FALLBACK = fallback_code("aten.any.dim")
+LOOP_ORDER = Workaround(CONFIGS, "loop order", 5.2, 1.2e-07)
 
 
-def applied(text: str, line: int, configs=CONFIGS) -> str | None:
-    edit = call_edit(text, line, configs)
+def applied(text: str, line: int, configs=CONFIGS, code: str = "") -> str | None:
+    edit = workaround_edit(text, line, {"inductorConfigs": configs, "code": code})
     if edit is None:
         return None
     lines = text.splitlines(keepends=True)
@@ -58,11 +61,22 @@ def test_the_edit_adds_the_keyword_or_merges_into_what_the_call_passes():
     assert compile_calls(calls) == [2]
 
 
-def triage_event(launcher: str) -> TriageEvent:
+def test_a_workaround_that_is_code_goes_above_the_call_once():
+    text = "def export(m):\n    pkg = aoti_compile_and_package(ep)\n    return pkg\n"
+    fixed = applied(text, 1, {}, FALLBACK)
+    assert fixed == (
+        "def export(m):\n    from torch._inductor.lowering import make_fallback\n"
+        f"    {FALLBACK.splitlines()[1]}\n"
+        "    pkg = aoti_compile_and_package(ep)\n    return pkg\n"
+    )
+    assert applied(fixed, 3, {}, FALLBACK) is None  # the file registers it already
+
+
+def triage_event(launcher: str, workaround: Workaround = LOOP_ORDER) -> TriageEvent:
     folder = os.path.dirname(launcher)
     triage = Triage(
         signature=Signature("KeyError", "'buf<n>'", "compile_error"),
-        workarounds=[Workaround(CONFIGS, "loop order", 5.2, 1.2e-07)],
+        workarounds=[workaround],
         tried=18,
         culprit=Culprit(["aten.index_put_.default"], "codegen", "loop order (pick_loop_orders=False avoids it)", ""),
         deterministic=True,
@@ -113,6 +127,31 @@ async def test_a_verified_workaround_becomes_a_quick_fix_on_the_users_compile_ca
         hover = await client.hover(uri(launcher), FAKE_RUN_REPRO_LINE)
         assert hover is not None and "pick_loop_orders" in hover.contents.value
         assert "loop order" in hover.contents.value
+
+
+async def test_a_workaround_that_is_code_is_offered_above_the_users_compile_call(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    model = write(os.path.join(ws, "train.py"), "import torch\npath = torch._inductor.aoti_compile_and_package(ep)\n")
+    event = triage_event(launcher, Workaround({}, "ATen fallback", 6.0, 6e-08, code=FALLBACK))
+    python = fake_python(
+        str(tmp_path / "python"),
+        [event],
+        before=f"cat > {event.path} <<'JSON'\n{wire.dumps(event.triage)}\nJSON",
+    )
+    async with lsp_session(ws, settings={"trusted": True, "python": python, "keepWarm": 0}) as client:
+        await until(lambda: client.diagnostics.get(uri(launcher)), "the launcher diagnostic")
+        await client.command("aoti.triage", client.item(launcher)["id"])
+        [diagnostic] = await until(lambda: client.diagnostics.get(uri(model)), "the workaround diagnostic")
+        assert "with make_fallback(torch.ops.aten.any.dim) run before it" in diagnostic.message
+        actions = await client.code_actions(uri(model), [diagnostic])
+        [fix] = [converter().unstructure(a) for a in actions if "workaround" in a.title]
+        assert fix["title"] == "Compile with the verified workaround: make_fallback(torch.ops.aten.any.dim)"
+        [edit] = fix["edit"]["changes"][uri(model)]
+        assert edit["newText"] == FALLBACK + "\n" and edit["range"]["start"] == {"line": 1, "character": 0}
+        write(model, applied(open(model).read(), 1, {}, FALLBACK))
+        client.text_document_did_save(types.DidSaveTextDocumentParams(types.TextDocumentIdentifier(uri(model))))
+        await until(lambda: len(client.diagnostics[uri(model)]) == 0, "the diagnostic to go once the file has it")
 
 
 async def test_a_lying_fake_kernel_found_at_run_time_gets_a_diagnostic_where_it_is_defined(tmp_path):
