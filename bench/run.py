@@ -94,6 +94,8 @@ SETS = {
     "toy": list(WORKLOADS),
     "real": REAL,
     "big": [name for name, w in REAL_WORKLOADS.items() if w.big],
+    # bugs torch has, each inside an ordinary model (issue 45's corpus)
+    "real-bugs": [name for name in REAL if REAL_WORKLOADS[name].failure_class.origin == "torch"],
     "all": [*WORKLOADS, *REAL],
 }
 
@@ -148,7 +150,8 @@ def main() -> int:
         dest="workload_set",
         default="toy",
         choices=tuple(SETS),
-        help="toy models, the real-model workloads of --device, or both (default toy)",
+        help="toy models, the real-model workloads of --device, the real bugs among them, the big models, or toy "
+        "and real (default toy)",
     )
     parser.add_argument("--only", default="", help="comma-separated substrings of workload names")
     parser.add_argument("--pytorch-timeout", type=float, default=1800.0)
