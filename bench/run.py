@@ -70,8 +70,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from footprint import Footprint, Peaks
 from timeline import run_marks, start_up, timeline
 
+from minifier.contract import wire
 from minifier.contract.archive import weight_bytes
 from minifier.contract.artifacts import relocate_dump
+from minifier.contract.events import Triage
 from minifier.contract.launcher import read_launcher
 from minifier.contract.layout import MINIFIER, REPRO_STANDALONE, DumpLayout
 from minifier.contract.procs import exit_text
@@ -591,9 +593,8 @@ def run_triage(folder: str, name: str, workers: int, env: dict[str, str]) -> Mea
             "aoti-minify triage", name, f"exit {proc.returncode}", seconds, None, None, note=proc.stderr[-300:]
         )
     trials = sum(1 for e in events if e["event"] == "trial")
-    workaround = (
-        repr(found["workarounds"][0]["inductor_configs"]) if found["workarounds"] else f"none among {found['tried']}"
-    )
+    first = wire.decode(Triage, found).workarounds[:1]
+    workaround = first[0].describe() if first else f"none among {found['tried']}"
     measure = Measure("aoti-minify triage", name, "ok", seconds, trials, None, note=found["culprit"]["subsystem"])
     measure.workaround = workaround
     return measure
