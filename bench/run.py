@@ -354,13 +354,13 @@ def _aoti_lens_runs(
     ours = run_env(where("ours"))
     keep_warm = "warm" in args.modes
     yield run_ours(launcher, where("ours"), name, args.workers, timelines, keep_warm, env=ours)
-    if args.logs and not repeat:
-        pack_logs(args.logs, where("ours"), name)
     if keep_warm:
         yield run_ours(launcher, where("warm"), name, args.workers, timelines, True, "aoti-lens-warm", env=ours)
         end_fork_servers(where("warm"))  # the next run must start cold
     if "triage" in args.modes:
         yield run_triage(where("ours"), name, args.workers, ours)
+    if args.logs and not repeat:  # the minify's logs, and the triage's after them in the same folder
+        pack_logs(args.logs, where("ours"), name)
 
 
 def run_env(run_folder: str) -> dict[str, str]:
