@@ -306,6 +306,20 @@ class AnyGate(nn.Module):
         return h * (hit * 200 + hit * 100).to(h.dtype) / 100
 
 
+class Float8Select(nn.Module):
+    """Keeps positive features at float8 precision and doubles the others, selected in float8 (as fp8 inference
+    code selects between quantized values).
+
+    Eager selects between the two float8 tensors; Inductor's `where` promotes the bool mask with them and raises
+    `RuntimeError: Promotion for Float8 Types is not supported, attempted to promote Bool and Float8_e4m3fn`
+    while compiling (torch 2.13 and 2.15; the tracker's float8 type bugs of Inductor, e.g. pytorch/pytorch#178095).
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        kept, doubled = h.to(torch.float8_e4m3fn), (h * 2).to(torch.float8_e4m3fn)
+        return torch.where(h > 0, kept, doubled).to(h.dtype)
+
+
 class RowScaleNorm(nn.Module):
     """RMSNorm through a custom op whose fake kernel lies about its output shape (custom_ops.row_scale)."""
 
@@ -348,6 +362,7 @@ FRAGMENTS: dict[str, type[nn.Module]] = {
     "complex_phase": ComplexPhase,
     "constant_ramp": ConstantRamp,
     "any_gate": AnyGate,
+    "float8_select": Float8Select,
     "row_scale_norm": RowScaleNorm,
     "token_pool": TokenPool,
     "cond_gate": CondGate,

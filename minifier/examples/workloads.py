@@ -79,6 +79,11 @@ FAILURES: dict[str, FailureClass] = {
         note="any of a uint8 tensor is bool under Inductor, uint8 in eager: uint8 arithmetic after it stops "
         "wrapping (pytorch/pytorch#198081)",
     ),
+    "fp8_where-promotion": FailureClass(
+        fragment="float8_select",
+        origin="torch",
+        note="where between float8 tensors: 'Promotion for Float8 Types is not supported' while lowering",
+    ),
     "lying_fake-accuracy": FailureClass(
         fragment="row_scale_norm",
         accuracy=True,
@@ -218,6 +223,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("hf-vit-complex_scalar-assertion", "vit", 4, "complex_scalar-assertion"),
         _w("hf-bert-lifted_cumsum-indexerror", "bert", 4, "lifted_cumsum-indexerror"),
         _w("hf-bert-uint8_any-accuracy", "bert", 4, "uint8_any-accuracy"),
+        _w("hf-bert-fp8_where-promotion", "bert", 4, "fp8_where-promotion"),
         _w("hf-roberta-lying_fake-accuracy", "roberta", 3, "lying_fake-accuracy"),
         _w("hf-bert-dynamic_fake-accuracy", "bert", 4, "dynamic_fake-accuracy"),
         _w("nn-transformer-relu-compile_error", "nn_transformer", 4, "relu-compile_error"),
@@ -233,6 +239,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("nn-mlp-complex_full-assertion", "nn_mlp", 1, "complex_full-assertion"),
         _w("nn-mlp-lifted_cumsum-indexerror", "nn_mlp", 1, "lifted_cumsum-indexerror"),
         _w("nn-mlp-uint8_any-accuracy", "nn_mlp", 1, "uint8_any-accuracy"),
+        _w("nn-mlp-fp8_where-promotion", "nn_mlp", 1, "fp8_where-promotion"),
         _w("toy-parity-relu_and_log1p-accuracy", "parity", 0, "relu_and_log1p-accuracy"),
         # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
         _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
