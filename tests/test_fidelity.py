@@ -14,10 +14,9 @@ import pytest
 from conftest import aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
 
 from minifier.contract.events import CheckpointEvent, LogEvent
-from minifier.driver.minify import raised_before_build
 from minifier.driver.options import Options
 from minifier.driver.session import Session
-from minifier.driver.verdicts import classify
+from minifier.driver.verdicts import classify, raised_before_build
 from minifier.exchange import worker_protocol as p
 from minifier.processes.switches import STOPPED_AT_BUILD
 from server.failures import read_disk

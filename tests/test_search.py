@@ -667,7 +667,7 @@ def test_the_round_run_ahead_of_an_earlier_failure_never_stops_what_this_round_s
 
 def test_only_a_compile_error_raised_before_the_build_stops_candidates_there():
     from minifier.contract.signature import ErrorAnalysis, Signature
-    from minifier.driver.minify import raised_before_build
+    from minifier.driver.verdicts import raised_before_build
     from minifier.exchange import worker_protocol as p
     from minifier.processes.pool import Result
 

@@ -42,7 +42,7 @@ from .rebuild import write_standalone
 from .reporter import Reporter
 from .search import SMALL_GRAPH, Candidate, NextRound, Race, Space, key_of, make_closure, minimize, opening_round
 from .session import Session
-from .verdicts import classify, one_line, result_signature
+from .verdicts import classify, one_line, raised_before_build, result_signature
 
 OUTSIDE_SIGNALS = {"SIGKILL", "SIGTERM", "SIGINT", "SIGHUP"}
 
@@ -482,20 +482,6 @@ def sanity(session: Session, tester: PoolTester, full: Candidate) -> Signature:
             f"the graph fails, but its error does not match --check-str {session.check_str!r}: {signature.describe()}"
         )
     return signature
-
-
-def raised_before_build(result: Result) -> bool:
-    """The whole graph's compile raised before the package's C++ build (a codegen KeyError, a Triton kernel that
-    does not compile): what reaches the build cannot fail that way. Only a compile error counts: a compile served
-    from Inductor's cache never reaches the build either, and then fails at run time (a device-side assert)."""
-    outcome = result.outcome
-    return (
-        outcome is not None
-        and outcome.status == "raised"
-        and outcome.built is False
-        and outcome.error is not None
-        and outcome.error.signature.kind == "compile_error"
-    )
 
 
 def _saved_program(result: Result) -> tuple[str, str] | None:

@@ -35,11 +35,11 @@ from ..contract.signature import Signature
 from ..exchange import worker_protocol as p
 from ..processes.pool import Pool, Result
 from . import devices
-from .minify import DoesNotFail, minify, raised_before_build
+from .minify import DoesNotFail, minify
 from .reporter import Reporter
 from .reproduce import fake_kernel_lies
 from .session import Session
-from .verdicts import classify, one_line, result_signature
+from .verdicts import classify, one_line, raised_before_build, result_signature
 from .workarounds import NARROW, NO_CHANGE, OP_NAME, Answer, Change, Trial, WorkaroundSearch, candidates
 
 _OP = re.compile(r"torch\.ops\.([\w]+\.[\w]+\.[\w]+)\(")

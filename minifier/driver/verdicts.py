@@ -87,3 +87,17 @@ def with_implied_failures(verdicts: Mapping[Nodes, str], ahead: Mapping[Nodes, S
         if c not in verdicts and any(verdicts.get(u) == "fails" for u in upcoming)
     }
     return {**verdicts, **implied} if implied else verdicts
+
+
+def raised_before_build(result: Result) -> bool:
+    """The whole graph's compile raised before the package's C++ build (a codegen KeyError, a Triton kernel that
+    does not compile): what reaches the build cannot fail that way. Only a compile error counts: a compile served
+    from Inductor's cache never reaches the build either, and then fails at run time (a device-side assert)."""
+    outcome = result.outcome
+    return (
+        outcome is not None
+        and outcome.status == "raised"
+        and outcome.built is False
+        and outcome.error is not None
+        and outcome.error.signature.kind == "compile_error"
+    )
