@@ -197,6 +197,8 @@ def test_a_lifted_constant_stays_a_lifted_constant_in_candidates_and_repros(dump
     assert done.nodes <= 5 and "aten.cumsum.default" in graph_of(done.repro)
     [final] = [e for e in events_of(proc) if isinstance(e, CheckpointEvent) and e.nodes == done.nodes]
     assert program_facts(final.path[:-3] + ".pt2")["kinds"] == ["CONSTANT_TENSOR"]
+    # the error names no node: the piece computed from constants alone is raced at once (17 queries without)
+    assert final.queries <= 8, final
     standalone = done.repro.replace("repro.py", "repro_standalone.py")
     assert "buffer=True" not in open(standalone).read()  # written as a constant, not registered as a buffer
     for script in (done.repro, standalone):

@@ -26,9 +26,10 @@ from ..processes.pool import Pool, Result
 from .reporter import Reporter
 from .search import Candidate, Space
 from .session import Session
-from .verdicts import result_signature
+from .verdicts import raised_before_build, result_signature
 
 LOCATE_KEY = "locate"
+MAX_PIECES = 6  # pieces of the graph computed from constants alone raced on their own (smallest first)
 MAX_FUSED = 24  # nodes of a fused kernel paired in `together` (pairs grow as the square)
 # A CUDA fault is reported at a later synchronization, after the faulting kernel's launch has returned,
 # so the launch trace of an ordinary run names no kernel. Launches that wait for their kernel report it
@@ -68,6 +69,8 @@ class KernelEvidence:
             return self.chains(untraced, provenance)
         if kernel is None and self.unplaced_cuda_fault(result):
             self.locate()
+        if kernel is None and raised_before_build(result):
+            return self.from_constants()
         return self.leads(kernel, provenance)
 
     def of_kernels_that_did_not_compile(self, result: Result) -> list[Candidate]:
@@ -90,6 +93,28 @@ class KernelEvidence:
             self.together += [frozenset(pair) for pair in itertools.combinations(fused, 2)]
         slices = [self.space.closure(s) for s in kernel_slices(kernel, self.graph)]
         return list(dict.fromkeys(s for s in slices if s != self.space.whole))
+
+    def from_constants(self) -> list[Candidate]:
+        """The compile raised before any kernel, naming none: the nodes computed from the program's parameters and
+        constants alone, which graph passes such as constant folding rewrite before lowering (cumsum of a lifted
+        constant, pytorch/pytorch#193265), race as guesses: each connected piece of them, smallest first, then all."""
+        if not self.session.options.slicing:
+            return []
+        param = {n.name for n in self.graph.nodes if n.kind == "param"}
+        pieces: list[set[str]] = []
+        for node in self.graph.nodes:  # in graph order: producers first
+            if node.kind != "compute" or not all(a in param or any(a in p for p in pieces) for a in node.args):
+                continue
+            joined = [p for p in pieces if any(a in p for a in node.args)]
+            pieces = [p for p in pieces if p not in joined] + [{node.name}.union(*joined)]
+        guesses = [self.space.closure(p) for p in sorted(pieces, key=len)[:MAX_PIECES]]
+        guesses.append(self.space.closure(set().union(*pieces)))
+        guesses = list(dict.fromkeys(g for g in guesses if g != self.space.whole))
+        if guesses:
+            self.reporter.say(
+                f"the compile raised before any kernel: {len(pieces)} pieces computed from constants alone race"
+            )
+        return guesses
 
     def chains(self, failure: UntracedFailure, provenance: Mapping[str, list[str]]) -> list[Candidate]:
         """The chains from each untraced call that may have raised to the launch that failed after it."""
