@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
-from minifier.contract.events import Workaround, registration
+from minifier.contract.events import Workaround, change_of, registration
 
 from .failures import FailureRecord, uri_of
 from .feature import Feature
@@ -255,9 +255,8 @@ class Workarounds(Feature):
             edit = workaround_edit(text, diagnostic.range.start.line, data) if text is not None else None
             if edit is None:
                 continue
-            code = data.get("code")
-            how = registration(code) if code else f"inductor_configs={data.get('inductorConfigs')!r}"
-            title = f"Compile with the verified workaround: {how}"
+            change = change_of(data.get("inductorConfigs") or {}, data.get("code") or "")
+            title = f"Compile with the verified workaround: {change}"
             actions.append(
                 types.CodeAction(
                     title=title,

@@ -252,8 +252,12 @@ class Workaround:
     code: str = ""
 
     def describe(self) -> str:
-        """What the user changes: the code's registration, or the configs."""
-        return registration(self.code) if self.code else f"inductor_configs={self.inductor_configs!r}"
+        return change_of(self.inductor_configs, self.code)
+
+
+def change_of(configs: dict[str, Any], code: str) -> str:
+    """What a workaround changes for the user: its code's registration, or its configs."""
+    return registration(code) if code else f"inductor_configs={configs!r}"
 
 
 def registration(code: str) -> str:
