@@ -655,6 +655,7 @@ class Pool:
             idle = next((s for s in self.slots if s.state == "idle" and not self._placing(s)), None)
             if idle is not None:
                 return idle
+            self._refresh()  # while the holder places the weights, the workers forked too early start again
             self.unclaimed += [r for slot, reply in self._poll() for r in self._outcome(slot, reply)]
             for slot in list(self.slots):
                 self.unclaimed += self._reap(slot)
