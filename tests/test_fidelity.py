@@ -210,6 +210,20 @@ def test_a_lifted_constant_stays_a_lifted_constant_in_candidates_and_repros(dump
     assert re.search(r"no smaller graph fails the same way: of (\d+) smaller candidates, \1 passed", again.stdout)
 
 
+def test_a_model_that_writes_a_buffer_in_forward_minifies(dumps, tmp_path):
+    """A KV cache written with copy_ and read back through the only relu (Inductor's injected compile error): the
+    whole program, which mutates the buffer, reproduces in a worker, and the repro is the relu alone, fed by an
+    input, since the compile error needs no buffer."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-cache-relu-compile_error")
+    original = os.path.join(os.path.dirname(launcher), "checkpoints", "exported_program.pt2")
+    assert "BUFFER" in program_facts(original)["kinds"]
+    proc, done = minify(launcher)
+    assert done.signature.exc_type == "CppCompileError" and done.nodes == 1
+    assert "aten.relu.default" in graph_of(done.repro) and "copy_" not in graph_of(done.repro)
+    for script in (done.repro, done.repro.replace("repro.py", "repro_standalone.py")):
+        assert repro_signature(script).matches(done.signature), script
+
+
 def sha(path: str) -> str:
     return hashlib.sha1(open(path, "rb").read()).hexdigest()
 

@@ -306,6 +306,34 @@ class AnyGate(nn.Module):
         return h * (hit * 200 + hit * 100).to(h.dtype) / 100
 
 
+class ZeroSignGate(nn.Module):
+    """Turns each feature's sign into an angle: atan(1 / ceil(h)), with `+ 0` to make a zero positive.
+
+    For h in (-1, 0], ceil gives -0.0; eager's `-0.0 + 0.0` is +0.0, so the angle is +pi/2. Inductor drops the
+    addition of zeros and keeps -0.0, so the angle is -pi/2: wrong results, with no error
+    (pytorch/pytorch#189799).
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        up = torch.ceil(h)
+        return h + torch.atan(torch.reciprocal(up + torch.zeros_like(up)))
+
+
+class BucketResidual(nn.Module):
+    """Snaps features, scaled by ten, to halves, then adds back each one's remainder within its 0.1-wide bucket
+    (`//` by 0.1).
+
+    Inductor lowers float floor division to floor(a / b), and eager computes it from fmod: 0.5 // 0.1 is 4.0 in
+    eager (as in Python, fp64 included) and 5.0 in the compiled model, so every half lands one bucket too high:
+    wrong results, with no error (pytorch/pytorch#197895). Halves are exact in every float dtype, so fp32 and
+    fp64 agree on them, as an accuracy check against fp64 needs.
+    """
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        halves = torch.round(h * 20) / 2
+        return h + (halves - torch.floor_divide(halves, 0.1) * 0.1) / 10
+
+
 class Float8Select(nn.Module):
     """Keeps positive features at float8 precision and doubles the others, selected in float8 (as fp8 inference
     code selects between quantized values).
@@ -346,6 +374,20 @@ class CondGate(nn.Module):
         return torch.cond(h.mean() > 0, lambda x: torch.relu(x) * 2.0, lambda x: x * 0.5, (h,))
 
 
+class CacheWrite(nn.Module):
+    """Writes the first sequence's features into a buffer and reads the buffer back through a ReLU, as a KV cache
+    is written and read: the exported program mutates that buffer, a state a candidate must keep."""
+
+    def __init__(self, tokens: int = 64, features: int = 4096) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(tokens, features))
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        rows, width = h.shape[-2], h.shape[-1]
+        self.cache[:rows, :width].copy_(h[0])
+        return h + torch.relu(self.cache[:rows, :width])
+
+
 class TritonOutOfBounds(nn.Module):
     """The user's Triton kernel that reads out of bounds (GPU only; triton_ops.shifted_copy)."""
 
@@ -362,10 +404,13 @@ FRAGMENTS: dict[str, type[nn.Module]] = {
     "complex_phase": ComplexPhase,
     "constant_ramp": ConstantRamp,
     "any_gate": AnyGate,
+    "zero_sign_gate": ZeroSignGate,
+    "bucket_residual": BucketResidual,
     "float8_select": Float8Select,
     "row_scale_norm": RowScaleNorm,
     "token_pool": TokenPool,
     "cond_gate": CondGate,
+    "cache_write": CacheWrite,
     "triton_out_of_bounds": TritonOutOfBounds,
 }
 

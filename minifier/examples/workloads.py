@@ -79,6 +79,20 @@ FAILURES: dict[str, FailureClass] = {
         note="any of a uint8 tensor is bool under Inductor, uint8 in eager: uint8 arithmetic after it stops "
         "wrapping (pytorch/pytorch#198081)",
     ),
+    "zero_sign-accuracy": FailureClass(
+        fragment="zero_sign_gate",
+        accuracy=True,
+        origin="torch",
+        note="x + zeros_like(x) keeps -0.0 under Inductor (eager: +0.0), so 1/x flips from +inf to -inf "
+        "(pytorch/pytorch#189799)",
+    ),
+    "floor_div-accuracy": FailureClass(
+        fragment="bucket_residual",
+        accuracy=True,
+        origin="torch",
+        note="float floor division as floor(a / b): 0.5 // 0.1 is 5.0 under Inductor, 4.0 in eager "
+        "(pytorch/pytorch#197895)",
+    ),
     "fp8_where-promotion": FailureClass(
         fragment="float8_select",
         origin="torch",
@@ -98,6 +112,11 @@ FAILURES: dict[str, FailureClass] = {
         imports=(CUSTOM_OPS,),
         origin="user code",
         note="fake kernel wrong only for symbolic sizes; static export passes",
+    ),
+    "cache-relu-compile_error": FailureClass(
+        injection="relu:compile_error",
+        fragment="cache_write",
+        note="the only relu reads a buffer the model writes in forward (a KV cache): candidates keep it a buffer",
     ),
     "cond-relu-compile_error": FailureClass(
         injection="relu:compile_error", fragment="cond_gate", note="the only relu is inside a torch.cond branch"
@@ -224,6 +243,8 @@ WORKLOADS: dict[str, Workload] = {
         _w("hf-bert-lifted_cumsum-indexerror", "bert", 4, "lifted_cumsum-indexerror"),
         _w("hf-bert-uint8_any-accuracy", "bert", 4, "uint8_any-accuracy"),
         _w("hf-bert-fp8_where-promotion", "bert", 4, "fp8_where-promotion"),
+        _w("hf-bert-zero_sign-accuracy", "bert", 4, "zero_sign-accuracy"),
+        _w("hf-bert-floor_div-accuracy", "bert", 4, "floor_div-accuracy"),
         _w("hf-roberta-lying_fake-accuracy", "roberta", 3, "lying_fake-accuracy"),
         _w("hf-bert-dynamic_fake-accuracy", "bert", 4, "dynamic_fake-accuracy"),
         _w("nn-transformer-relu-compile_error", "nn_transformer", 4, "relu-compile_error"),
@@ -234,12 +255,15 @@ WORKLOADS: dict[str, Workload] = {
         _w("nn-mlp-dynamic_fake-accuracy", "nn_mlp", 1, "dynamic_fake-accuracy"),
         _w("nn-mlp-dynamic-relu-accuracy", "nn_mlp", 1, "dynamic-relu-accuracy"),
         _w("nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error"),
+        _w("nn-mlp-cache-relu-compile_error", "nn_mlp", 1, "cache-relu-compile_error"),
         _w("nn-mlp-index_put_mask-keyerror", "nn_mlp", 1, "index_put_mask-keyerror"),
         _w("nn-mlp-complex_scalar-assertion", "nn_mlp", 1, "complex_scalar-assertion"),
         _w("nn-mlp-complex_full-assertion", "nn_mlp", 1, "complex_full-assertion"),
         _w("nn-mlp-lifted_cumsum-indexerror", "nn_mlp", 1, "lifted_cumsum-indexerror"),
         _w("nn-mlp-uint8_any-accuracy", "nn_mlp", 1, "uint8_any-accuracy"),
         _w("nn-mlp-fp8_where-promotion", "nn_mlp", 1, "fp8_where-promotion"),
+        _w("nn-mlp-zero_sign-accuracy", "nn_mlp", 1, "zero_sign-accuracy"),
+        _w("nn-mlp-floor_div-accuracy", "nn_mlp", 1, "floor_div-accuracy"),
         _w("toy-parity-relu_and_log1p-accuracy", "parity", 0, "relu_and_log1p-accuracy"),
         # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
         _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
