@@ -217,7 +217,7 @@ def test_a_model_that_writes_a_buffer_in_forward_minifies(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), workload="nn-mlp-cache-relu-compile_error")
     original = os.path.join(os.path.dirname(launcher), "checkpoints", "exported_program.pt2")
     assert "BUFFER" in program_facts(original)["kinds"]
-    proc, done = minify(launcher)
+    _, done = minify(launcher)
     assert done.signature.exc_type == "CppCompileError" and done.nodes == 1
     assert "aten.relu.default" in graph_of(done.repro) and "copy_" not in graph_of(done.repro)
     for script in (done.repro, done.repro.replace("repro.py", "repro_standalone.py")):

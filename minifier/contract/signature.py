@@ -29,8 +29,8 @@ _TYPE_PREFIX = re.compile(r"^(?:[\w.]+\.)?(?P<type>[A-Z]\w*(?:Error|Exception|Fa
 _KERNEL_NAME = re.compile(r"\b(?P<name>(?:cpp|triton_(?:poi|red|per|tem|for|spl|mm|unk))_fused_\w+?_\d+)\b")
 _COMPILE_TYPES = {"CppCompileError", "SyntaxError", "CompilationError", "CompileError", "IndentationError"}
 _ACCURACY_TYPES = {"AccuracyError"}
-# One wild pointer is reported as either error, depending on where it lands: the same out-of-bounds Triton
-# load gave both on the H200, between the eager run, the original and a smaller candidate. One bug.
+# One wild pointer is reported as either error, depending on where it lands: the same out-of-bounds load can
+# give both between the eager run, the original and a smaller candidate. One bug.
 _SAME_MEMORY_FAULT = {
     "CUDA error: an illegal memory access was encountered": "CUDA memory fault",
     "CUDA error: operation not supported on global/shared address space": "CUDA memory fault",

@@ -86,8 +86,8 @@ class AccuracyProbe:
     def probe_first(self, race: Race, whole: Result | None) -> None:
         """Move the probe's slices (racing since it answered) ahead of the first round, waiting for it to answer
         PROBE_GRACE seconds or half the whole graph's compile at most: it compiles beside the whole graph and
-        answers about when that does (within 1 s on every workload measured), but one slower than that, or hung,
-        must not hold up the search: its slices then race as guesses when they come."""
+        answers about when that does, but one slower than that, or hung, must not hold up the search: its slices
+        then race as guesses when they come."""
         grace = max(PROBE_GRACE, whole.seconds / 2 if whole else 0.0)
         wake_at = self.wake_at = time.monotonic() + grace
         try:

@@ -1,14 +1,12 @@
 """`aoti-minify capture -- <command>`: catch failures PyTorch cannot dump on its own.
 
-A device-side assert or an illegal memory access poisons the process's CUDA context, and PyTorch's
-dump after the failure then dies copying weights off the GPU, leaving a corrupt .pt2 (seen with
-torch 2.11 on an H200). Under capture, PyTorch also dumps every AOTI compile *before* compiling
-(AOTINDUCTOR_REPRO_LEVEL=3, or 4 for accuracy); capture snapshots each dump as it appears, before the
-failing compile can overwrite it, then reproduces every snapshot in an isolated worker. A dump of
-the same program again (PyTorch's own dump after the failure, with the config as it was then)
-replaces its earlier snapshot instead of adding one. Each snapshot's events log starts with a
-`capture` begin event at once, so that an editor shows it as being worked on, not as a new failure
-to reproduce itself.
+A device-side assert or an illegal memory access poisons the process's CUDA context, and PyTorch's dump after the
+failure then dies copying weights off the GPU, leaving a corrupt .pt2. Under capture, PyTorch also dumps every AOTI
+compile *before* compiling (AOTINDUCTOR_REPRO_LEVEL=3, or 4 for accuracy); capture snapshots each dump as it
+appears, before the failing compile can overwrite it, then reproduces every snapshot in an isolated worker. A dump
+of the same program again (PyTorch's own dump after the failure, with the config as it was then) replaces its
+earlier snapshot instead of adding one. Each snapshot's events log starts with a `capture` begin event at once, so
+that an editor shows it as being worked on, not as a new failure to reproduce itself.
 """
 
 from __future__ import annotations

@@ -447,9 +447,8 @@ def first_round(
     race.race(tester.accuracy.lie_leads())
     probing = bool(session.accuracy) and tester.accuracy.start()
     if not session.options.skip_sanity:
-        # Where a run-ahead takes a core the whole graph's compile needs, its verdict and the kernel evidence that
-        # names the culprit come later (the demo on a 2-core VM: 9.0 s with a single node run ahead, 7.1 s alone in
-        # `run`); guesses from evidence still take any spare worker.
+        # A run-ahead must not take a core the whole graph's compile needs: its verdict and the kernel evidence
+        # that names the culprit would come later. Guesses from evidence still take any spare worker.
         race.verdict(full, then, after, room=devices.room_beside_a_compile())
         tester.target = sanity(session, tester, full)
         tester.stop_at_build = raised_before_build(tester.results[full])

@@ -411,12 +411,11 @@ class Race:
                 del self.running[candidate]
 
 
-# A graph of at most this many nodes is split into single nodes at once. A guess that wins is a slice
-# built around the evidence, most of whose nodes the failure needs: its halves pass, and ddmin's
-# doubling to single nodes cost nn-transformer-cond 9 queries, 28 s, from 5 nodes to the cond and its relu.
+# A graph of at most this many nodes is split into single nodes at once: a guess that wins is a slice built
+# around the evidence, most of whose nodes the failure needs, so its halves pass and ddmin's doubling is waste.
 SMALL_GRAPH = 8
-# A guess that won is split into single nodes at once up to this size: a fused kernel's group (BERT's index_put
-# KeyError: 9 nodes, 7 needed) went through halves, quarters and eighths that all passed: 35 queries, 15 since.
+# A guess that won is split into single nodes at once up to this size: a fused kernel's group needs most of its
+# nodes, and its halves, quarters and eighths all pass (bench/RESULTS.md, issue 33).
 SMALL_GUESS = 16
 
 

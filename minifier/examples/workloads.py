@@ -189,7 +189,7 @@ class Workload:
     def dump_args(self) -> tuple[str, ...]:
         """`python -m minifier.examples.dump` arguments for it. A CUDA failure that kills the process (a
         device-side assert) poisons the CUDA context, and PyTorch's dump after it dies copying the weights
-        off the GPU, over the good dump written before compiling (a corrupt .pt2, torch 2.11 on the H200):
+        off the GPU, over the good dump written before compiling (a corrupt .pt2, torch 2.11):
         such a workload is dumped the way a user would, under `aoti-minify capture`."""
         capture = ("--capture",) if self.device == "cuda" and self.failure_class.kills_process else ()
         return ("--workload", self.name, *capture)
@@ -265,7 +265,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("nn-mlp-zero_sign-accuracy", "nn_mlp", 1, "zero_sign-accuracy"),
         _w("nn-mlp-floor_div-accuracy", "nn_mlp", 1, "floor_div-accuracy"),
         _w("toy-parity-relu_and_log1p-accuracy", "parity", 0, "relu_and_log1p-accuracy"),
-        # the H200 (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
+        # the GPU machines (torch 2.11, torchvision 0.26, transformers 5.17): bench/run.py --device cuda --set real
         _w("cuda-tv-resnet18-relu-compile_error", "resnet18", 0, "relu-compile_error", "cuda"),
         _w("cuda-tv-mobilenet_v3_small-relu-compile_error", "mobilenet_v3_small", 0, "relu-compile_error", "cuda"),
         _w("cuda-tv-resnet18-relu-accuracy", "resnet18", 0, "relu-accuracy", "cuda"),

@@ -281,7 +281,7 @@ def kernel_slices(kernel: KernelRef | None, graph: GraphInfo) -> list[frozenset[
     exact = frozenset(kernel.source_nodes) & compute if kernel.exact else frozenset()
     if exact:
         # a kernel that failed while its nodes were fused into one needs them together (index_put's mask
-        # fused into a softmax: each single node passed, and cost the group 11 s on BERT)
+        # fused into a softmax: each single node passes)
         groups, singles = [exact], ([] if kernel.fused else list(exact))
     else:
         covers = _anchored_covers(kernel.aten_ops, graph)
@@ -312,7 +312,7 @@ def chain_slices(
 ) -> list[frozenset[str]]:
     """For each untraced call that may have raised, its nodes and those on the paths from them to the first of
     the failing launch's nodes they reach: without the path, what the call leaves undefined is never read and
-    the run passes (each node of Qwen2's complex sub alone passed on the H200). Earliest call first: its chain
+    the run passes (each node of Qwen2's complex sub alone passes). Earliest call first: its chain
     holds the later ones."""
     args = graph.compute_args()
     readers: dict[str, list[str]] = {}

@@ -1,11 +1,11 @@
 """The package's two C++ compiles side by side (worker side).
 
-AOTInductor compiles a CPU package's generated code in two g++ runs, one after the other: the wrapper, then
-the kernels. The wrapper is most of it (4.6 of 5 s for a one-node graph on a 2-core VM: the AOTI runtime it
-includes is optimized anew each time), and a kernel that does not compile is seen only after it. Here the
-kernels' compile starts beside the wrapper's: a compile takes the longer of the two where a core is free, and
-a kernel that does not compile is known seconds before the compile ends, which is when the whole graph's
-failing kernel is worth knowing (the slices around it race while the wrapper still compiles).
+AOTInductor compiles a CPU package's generated code in two g++ runs, one after the other: the wrapper, then the
+kernels. The wrapper is most of it (the AOTI runtime it includes is optimized anew each time), and a kernel that
+does not compile is seen only after it. Here the kernels' compile starts beside the wrapper's: a compile takes the
+longer of the two where a core is free, and a kernel that does not compile is known seconds before the compile
+ends, which is when the whole graph's failing kernel is worth knowing (the slices around it race while the wrapper
+still compiles).
 
 Each error is raised where and in the order Inductor raises it: the wrapper's from the wrapper's build, the
 kernels' from theirs, which waits for its compile; so the outcome of every compile is Inductor's own.

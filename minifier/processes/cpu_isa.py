@@ -1,16 +1,14 @@
 """Inductor's CPU vector ISA probe, made once per fork server instead of once per worker.
 
-The first AOTI compile of a process (CUDA ones too) asks Inductor which CPU vector ISAs build and load:
-per check a g++ build and a child Python that loads the result, one check after another. Torch 2.11's
-child imports torch, and on the H200 that made each fresh worker's first passing compile 50 s longer. The
-fork server has a throwaway child run the probe (nothing it does can touch the server, CUDA included),
-recording the answer of each build check; the server then runs Inductor's own probe with those answers in
-place of the builds, and every worker forked after inherits the result. In that child a check loads its
-build without importing torch first (torch's own since 2.13), and only a load that fails so is tried
-Inductor's way: the torch import was 7 s of each check on the H200, two checks one after the other. A
-worker forked before takes the same answer from a `SharedAnswer` before its first compile: on the H200
-the eight early workers' own probes queued with the child's on Inductor's per-ISA file locks, 50 s of
-the original's compile.
+The first AOTI compile of a process (CUDA ones too) asks Inductor which CPU vector ISAs build and load: per check a
+g++ build and a child Python that loads the result, one check after another. Torch 2.11's child imports torch,
+which made each fresh worker's first passing compile far longer. The fork server has a throwaway child run the
+probe (nothing it does can touch the server, CUDA included), recording the answer of each build check; the server
+then runs Inductor's own probe with those answers in place of the builds, and every worker forked after inherits
+the result. In that child a check loads its build without importing torch first (torch's own since 2.13), and only
+a load that fails so is tried Inductor's way: the torch import was most of each check. A worker forked before takes
+the same answer from a `SharedAnswer` before its first compile: the early workers' own probes would queue with the
+child's on Inductor's per-ISA file locks, in front of the original's compile.
 Imports torch; used by the fork server and the workers only.
 """
 
@@ -25,8 +23,8 @@ import sys
 import threading
 import time
 
-# How long a worker waits for the fork server's answer before it probes itself (its child hung): the
-# H200's probe took 43 s one check after another.
+# How long a worker waits for the fork server's answer before it probes itself (its child hung): well over a
+# slow machine's whole probe.
 ANSWER_WAIT = 120.0
 
 
@@ -151,7 +149,7 @@ def _probe_with(check, side_by_side: bool) -> list[str] | None:
 
 def _each_isa_in_a_thread(cpu_vec_isa) -> None:
     """Answer (and cache) each ISA that the CPU's flags allow in a thread of its own: ISAs share no state,
-    their checks wait on child processes, and the H200's six checks take as long as its slowest two. The
+    their checks wait on child processes, so all of them take about as long as the slowest. The
     list is then made from the cached answers, in Inductor's own order."""
     try:
         flags = cpu_vec_isa.x86_isa_checker()

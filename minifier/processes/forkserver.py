@@ -1,11 +1,11 @@
 """The fork server: imports torch, Inductor and torch.export once, then forks workers on request.
 
-A cold `import torch` with Inductor takes 4 to 13 s on the H200 machine, longer than compiling a
-small failing graph twice; a worker forked from a process that has already paid it starts at once.
+A cold `import torch` with Inductor takes longer than compiling a small failing graph twice; a worker
+forked from a process that has already paid it starts at once.
 It says Hello once torch is in, and imports the rest (Inductor, Triton) between requests, so a cold
 run's first workers do not wait for imports they can make themselves meanwhile. First of all it has a
-child run Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (50 s of a
-fresh worker's first passing compile on the H200), beside those imports: the original's compile waits for
+child run Inductor's CPU vector ISA probe, which each process's first AOTI compile would run (on a GPU
+machine, most of a fresh worker's first passing compile), beside those imports: the original's compile waits for
 its answer. Once it has adopted the answer (minifier/processes/cpu_isa.py) and made its imports it says Prepared:
 the driver forks its idle early workers again, so that they inherit it all, and busy ones read the answer
 from the file every worker holds. This process never
@@ -47,7 +47,7 @@ from . import cpu_isa
 from .worker import COMPILE_MODULES, import_if_installed, serve
 
 # What every worker imports before its first compile, torch first; the probe that compile would make
-# starts right after torch, in a child, so that it runs beside the imports (its 20 s were after them).
+# starts right after torch, in a child, so that it runs beside the imports, not after them.
 _CPU_ISA = "the CPU vector ISA probe"
 _PRELOAD = ("torch", _CPU_ISA, "minifier.program.graph", "torch.export", "torch._inductor.config", *COMPILE_MODULES)
 # torch.cuda.is_available() asks the CUDA driver, and from then on torch refuses CUDA in forked children
@@ -133,7 +133,7 @@ class Server:
             )
 
     def _probe(self) -> None:
-        """Inductor's CPU vector ISA probe, in a child: it took 20 to 50 s on the H200, while this process goes
+        """Inductor's CPU vector ISA probe, in a child: it can take tens of seconds, while this process goes
         on forking workers (a compile of theirs waits for the answer meanwhile), and whatever it touches
         (CUDA) stays in the child. Its answer comes back on a pipe, as JSON."""
         answer, write_end = os.pipe()

@@ -589,7 +589,7 @@ class Pool:
 
     def _warm(self, slot: _Slot) -> None:
         """A worker with nothing to do meanwhile gets its first-compile set-up over with, so that the
-        next round's candidates start on warm workers (on the H200 that set-up takes seconds)."""
+        next round's candidates start on warm workers (on a GPU machine that set-up takes seconds)."""
         slot.state, slot.sent_at, slot.warm = "busy", time.monotonic(), True
         slot.deadline = slot.sent_at + self.config.start_timeout
         slot.send(p.WarmRequest())

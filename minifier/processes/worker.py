@@ -371,7 +371,7 @@ class Worker:
     def _probe_just_in_time(self, ep, gm, inputs, names: list[str], accuracy: str) -> list[str]:
         """The probe's nodes that diverge when Inductor compiles the program just in time: the same lowering and
         kernels as the package's, run from Python, without the C++ wrapper and AOTI runtime whose build is most of
-        a small graph's compile (4.4 of the demo's 5 s of g++ on a 2-core VM). It specializes sizes, and a bug
+        a small graph's compile. It specializes sizes, and a bug
         of the wrapper or of AOT mode alone does not show: none found (or its compile raised) leaves it to the
         package."""
         import torch
@@ -573,8 +573,8 @@ def _disk_full_reply(error: BaseException) -> p.WorkerFailed:
 
 def _release_cuda_cache() -> None:
     """Give the candidate's GPU memory back between candidates. After a CUDA error this raises that
-    error again, which must not replace the candidate's verdict (seen on the H200: an illegal memory
-    access in Llama's compiled run ended `run` with an internal error); the worker is retired anyway."""
+    error again, which must not replace the candidate's verdict (an illegal memory access would end the run
+    with an internal error); the worker is retired anyway."""
     import torch
 
     if torch.cuda.is_available() and torch.cuda.is_initialized():
