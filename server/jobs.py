@@ -41,13 +41,23 @@ EVENT_LINE_LIMIT = 64 << 20  # a failure event carries the graph, kernel source 
 LOGGED_BAD_LINES = 5
 PROGRESS_CREATE_TIMEOUT = 5.0
 
-_TITLES = {
-    "run": "Reproducing",
-    "minify": "Minifying",
-    "report": "Preparing a bug report of",
-    "triage": "Finding a workaround for",
+
+@dataclass(frozen=True)
+class KindText:
+    """What the editor says of a job of one kind."""
+
+    title: str  # its progress: "<title> <failure>"
+    verb: str  # its failure: "could not <verb> <failure>"
+    ends_in: State | None  # the state its result event leaves the record in; None: it leaves none (a report)
+
+
+KINDS: dict[JobKind, KindText] = {
+    "run": KindText("Reproducing", "reproduce", "reproduced"),
+    "minify": KindText("Minifying", "minify", "minimized"),
+    "report": KindText("Preparing a bug report of", "prepare a bug report of", None),
+    "triage": KindText("Finding a workaround for", "triage", "minimized"),
 }
-_VERBS = {"run": "reproduce", "minify": "minify", "report": "prepare a bug report of", "triage": "triage"}
+
 _EXIT_REASONS: dict[int, str] = {
     ExitCode.OK: "aoti-minify finished without reporting a result",
     ExitCode.DID_NOT_FAIL: "the program does not fail here",
@@ -59,15 +69,12 @@ _EXIT_REASONS: dict[int, str] = {
 }
 
 
-_ENDS_IN = {"run": "reproduced", "minify": "minimized", "triage": "minimized"}
-
-
 def _result(job: Job, record: FailureRecord) -> tuple[State, str | None] | None:
     """The record's state and message as the job's result event left them; None where none came (a triage's `done`
     of the minify it started first is not its result). Read from the job, not the record: an aoti-minify that a
     terminal started once the job's lock was free may have moved the record on (`live.py`) before the job's exit
     is read."""
-    if job.ended is None or job.ended[0] != _ENDS_IN[job.kind] or (job.kind == "triage" and not record.triage):
+    if job.ended is None or job.ended[0] != KINDS[job.kind].ends_in or (job.kind == "triage" and not record.triage):
         return None
     return job.ended
 
@@ -394,7 +401,8 @@ class Jobs(Feature):
             record.state, record.message = "error", message
         self.ls.log(f"{job.failure_id}: {job.kind} failed: {message}", types.MessageType.Error)
         if job.user:
-            self.ls.tell(f"aoti-lens could not {_VERBS[job.kind]} {job.failure_id}: {message}", types.MessageType.Error)
+            verb = KINDS[job.kind].verb
+            self.ls.tell(f"aoti-lens could not {verb} {job.failure_id}: {message}", types.MessageType.Error)
 
     async def _begin_progress(self, job: Job, record: FailureRecord) -> None:
         if not self.ls.supports_progress:
@@ -410,7 +418,7 @@ class Jobs(Feature):
         progress.begin(
             token,
             types.WorkDoneProgressBegin(
-                title=f"{_TITLES[job.kind]} {record.id}",
+                title=f"{KINDS[job.kind].title} {record.id}",
                 cancellable=True,
                 message=record.message,
                 percentage=0 if job.kind == "minify" else None,

@@ -39,17 +39,12 @@ if TYPE_CHECKING:
 
 POLL_SECONDS = 0.5
 LOOK_SECONDS = 3.0  # between looks for run folders that file events did not report
-_STATES: dict[str, State] = {
-    "run": "reproducing",
-    "capture": "reproducing",
-    "minify": "minifying",
-    "triage": "minifying",
-}
-_VERBS = {
-    "run": "reproducing it",
-    "capture": "captured it; it reproduces it when the program ends",
-    "minify": "minifying it",
-    "triage": "looking for a workaround",
+# What a command started outside the editor does to a failure: the state it shows, and how it is told
+COMMANDS: dict[str, tuple[State, str]] = {
+    "run": ("reproducing", "reproducing it"),
+    "capture": ("reproducing", "captured it; it reproduces it when the program ends"),
+    "minify": ("minifying", "minifying it"),
+    "triage": ("minifying", "looking for a workaround"),
 }
 
 
@@ -142,7 +137,7 @@ class LiveRuns(Feature):
     def _on_event(self, record: FailureRecord, event: Event) -> None:
         ls = self.ls
         if isinstance(event, BeginEvent):
-            if event.pid in ls.jobs.pids or event.command not in _STATES:
+            if event.pid in ls.jobs.pids or event.command not in COMMANDS:
                 return  # the server's own job: its events come on its stdout
             self._begin(record, event)
             return
@@ -159,10 +154,8 @@ class LiveRuns(Feature):
         continuing = record.external is not None and record.external.pid == begin.pid  # capture, then its run
         record.external = begin
         if not continuing or record.state not in RUNNING_STATES:
-            record.begin(
-                _STATES[begin.command],
-                f"aoti-minify {begin.command} (pid {begin.pid}, started outside the editor) is {_VERBS[begin.command]}",
-            )
+            state, doing = COMMANDS[begin.command]
+            record.begin(state, f"aoti-minify {begin.command} (pid {begin.pid}, started outside the editor) is {doing}")
         self.ls.log(f"{record.id}: following aoti-minify {begin.command} (pid {begin.pid}) started outside the editor")
         self.ls.changed()
 
