@@ -19,7 +19,7 @@ from .capture import capture_actions
 from .diagnostics import SOURCE
 from .failures import FailureRecord, uri_of
 from .feature import Feature, handler
-from .jobs import Job
+from .jobs import KINDS, Working
 from .live import stop
 from .protocol import (
     CANCEL,
@@ -43,25 +43,23 @@ if TYPE_CHECKING:
     from .server import AotiLanguageServer
 
 
-def available(record: FailureRecord, job: Job | None) -> list[tuple[str, str]]:
+def available(record: FailureRecord, working: Working | None) -> list[tuple[str, str]]:
     """(title, command) pairs that make sense for this failure now, the most useful first."""
     if not record.usable:
         return []
-    if record.external is not None:
-        actions = [("Show shrinking graph", SHOW_GRAPH), (f"Stop aoti-minify (pid {record.external.pid})", CANCEL)]
-    elif job is not None and job.kind == "minify":
-        actions = [("Show shrinking graph", SHOW_GRAPH), ("Cancel minification", CANCEL)]
-    elif job is not None and job.kind == "triage":
-        actions = [("Show shrinking graph", SHOW_GRAPH), ("Cancel the workaround search", CANCEL)]
-    elif job is not None:
-        actions = [("Minify this failure", MINIFY), ("Cancel reproduction", CANCEL)]
-    else:
+    if working is None:
         actions = [("Minify this failure", MINIFY), ("Reproduce failure", REPRODUCE)]
         actions.append(("Find a workaround", TRIAGE))
         if record.repro:
             actions[:0] = [("Open repro.py", OPEN_REPRO), ("Prepare a PyTorch bug report", REPORT)]
         if record.history:
             actions += [("Show shrinking graph", SHOW_GRAPH), ("Show the shrink curve", SHOW_SHRINK)]
+    elif working.job is None:
+        actions = [("Show shrinking graph", SHOW_GRAPH), (f"Stop aoti-minify (pid {working.pid})", CANCEL)]
+    elif working.job.kind in ("minify", "triage"):
+        actions = [("Show shrinking graph", SHOW_GRAPH), (KINDS[working.job.kind].cancel, CANCEL)]
+    else:
+        actions = [("Minify this failure", MINIFY), (KINDS[working.job.kind].cancel, CANCEL)]
     if record.kernel_name:
         actions.append(("Show failing kernel", SHOW_KERNEL))
     return actions
@@ -95,7 +93,7 @@ class Actions(Feature):
             if record is None:
                 continue
             seen.add(record.id)
-            for i, (title, command) in enumerate(available(record, ls.jobs.running(record.id))):
+            for i, (title, command) in enumerate(available(record, ls.jobs.working_on(record))):
                 actions.append(
                     types.CodeAction(
                         title=title,
@@ -136,11 +134,8 @@ class Actions(Feature):
         record = _lookup(ls, failure_id)
         if record is None or not _allowed(ls, record):
             return
-        if (job := ls.jobs.running(record.id)) is not None:
-            ls.tell(
-                f"{record.id} is already being {'minified' if job.kind == 'minify' else 'reproduced'}",
-                types.MessageType.Info,
-            )
+        if (working := ls.jobs.working_on(record)) is not None:
+            ls.tell(f"{record.id} is being worked on ({working.describe()})", types.MessageType.Info)
             return
         ls.jobs.start(record, "run", user=True)
 
@@ -205,10 +200,9 @@ class Actions(Feature):
             return
         if not record.repro:
             ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
-        elif (job := ls.jobs.running(record.id)) is not None or record.external is not None:
-            working = job.kind if job else record.external.command if record.external else ""
+        elif (working := ls.jobs.working_on(record)) is not None:
             ls.tell(
-                f"{record.id} is being worked on ({working}); prepare the report when that has ended",
+                f"{record.id} is being worked on ({working.describe()}); prepare the report when that has ended",
                 types.MessageType.Info,
             )
         else:  # runs no workspace code: the report only reads the dump and asks torch for its versions

@@ -189,9 +189,7 @@ class Discovery(Feature):
             if record is None:
                 record = ls.failures.add(launcher)
                 ls.log(f"found AOTI failure {record.id} at {launcher}")
-            if (
-                ls.jobs.running(record.id) is None and record.external is None
-            ):  # while a run goes on, its events are the truth
+            if ls.jobs.working_on(record) is None:  # while a run goes on, its events are the truth
                 record.sync(disk)
             if record.problem:
                 ls.log(f"{record.id}: {record.problem}", types.MessageType.Warning)

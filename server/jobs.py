@@ -48,14 +48,15 @@ class KindText:
 
     title: str  # its progress: "<title> <failure>"
     verb: str  # its failure: "could not <verb> <failure>"
+    cancel: str  # the action that stops it
     ends_in: State | None  # the state its result event leaves the record in; None: it leaves none (a report)
 
 
 KINDS: dict[JobKind, KindText] = {
-    "run": KindText("Reproducing", "reproduce", "reproduced"),
-    "minify": KindText("Minifying", "minify", "minimized"),
-    "report": KindText("Preparing a bug report of", "prepare a bug report of", None),
-    "triage": KindText("Finding a workaround for", "triage", "minimized"),
+    "run": KindText("Reproducing", "reproduce", "Cancel reproduction", "reproduced"),
+    "minify": KindText("Minifying", "minify", "Cancel minification", "minimized"),
+    "report": KindText("Preparing a bug report of", "prepare a bug report of", "Cancel the bug report", None),
+    "triage": KindText("Finding a workaround for", "triage", "Cancel the workaround search", "minimized"),
 }
 
 _EXIT_REASONS: dict[int, str] = {
@@ -98,6 +99,20 @@ class Job:
     ended: tuple[State, str | None] | None = None  # the record's state and message as the job's last event left them
 
 
+@dataclass(frozen=True)
+class Working:
+    """Who works on a failure now: a job of the editor's, or (`job` None) an aoti-minify started outside it."""
+
+    command: str  # the job's kind, or the outside process's aoti-minify command
+    job: Job | None = None
+    pid: int | None = None
+
+    def describe(self) -> str:
+        if self.job is not None:
+            return self.command
+        return f"aoti-minify {self.command} (pid {self.pid}), started outside the editor"
+
+
 class Jobs(Feature):
     """At most one job per failure; background reproductions share a few slots."""
 
@@ -121,6 +136,13 @@ class Jobs(Feature):
 
     def running(self, failure_id: str) -> Job | None:
         return self._jobs.get(failure_id)
+
+    def working_on(self, record: FailureRecord) -> Working | None:
+        """Who works on `record` now, one outside the editor first: while it runs, its events are the truth."""
+        if record.external is not None:
+            return Working(record.external.command, pid=record.external.pid)
+        job = self._jobs.get(record.id)
+        return Working(job.kind, job) if job is not None else None
 
     def start(self, record: FailureRecord, kind: JobKind, user: bool) -> Job:
         job = self._jobs[record.id] = Job(failure_id=record.id, kind=kind, user=user)

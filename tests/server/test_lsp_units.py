@@ -58,3 +58,26 @@ def test_candidates_waiting_for_memory_show_in_the_progress_line_until_none_does
     assert record.message.endswith("5 queries, 0 s, 2 waiting for GPU/host memory")
     record.apply(MemoryEvent(waiting=0))
     assert record.message == "73 -> 12 nodes, 5 queries, 0 s"
+
+
+def test_the_actions_offered_follow_who_works_on_the_failure():
+    from server.actions import available
+    from server.failures import FailureRecord
+    from server.jobs import Job, JobKind, Working
+
+    record = FailureRecord(id="run_1", launcher="/dump/minifier/minifier_launcher.py")
+
+    def titles(working: Working | None) -> list[str]:
+        return [title for title, _ in available(record, working)]
+
+    def job(kind: JobKind) -> Working:
+        return Working(kind, Job("run_1", kind, user=True))
+
+    assert titles(None)[0] == "Minify this failure"
+    assert titles(job("minify")) == ["Show shrinking graph", "Cancel minification"]
+    assert titles(job("triage"))[1] == "Cancel the workaround search"
+    assert titles(job("run")) == ["Minify this failure", "Cancel reproduction"]
+    assert titles(job("report"))[1] == "Cancel the bug report"
+    outside = Working("minify", pid=42)
+    assert titles(outside) == ["Show shrinking graph", "Stop aoti-minify (pid 42)"]
+    assert outside.describe() == "aoti-minify minify (pid 42), started outside the editor"
