@@ -176,6 +176,30 @@ class _Slot:
         except OSError:
             pass  # the worker is gone; its EOF on the reply pipe reports it
 
+    # The slot's state changes only here: starting -> idle <-> busy, and dead from any of them.
+
+    def ask(self, message, timeout: float, query: p.QueryRequest | None = None, background: bool = False) -> None:
+        """Send `message` and count the worker busy until it answers, `timeout` seconds at most; `query`: the query
+        it runs meanwhile."""
+        self.state, self.sent_at = "busy", time.monotonic()
+        self.deadline = self.sent_at + timeout
+        self.current, self.background = query, background
+        if query is not None:
+            self.log_start = worklog.size(self.log_path)
+        self.send(message)
+
+    def free(self) -> None:
+        """It answered: ready for the next request."""
+        self.state, self.current = "idle", None
+
+    def started(self) -> None:
+        """It said Ready: idle, unless a query sent to it before waits in its pipe."""
+        self.state, self.ready = "idle" if self.current is None else "busy", True
+
+    def closed(self) -> None:
+        """Its reply pipe closed: it died, its query (if any) still to be told as a crash (`Pool._reap`)."""
+        self.state = "dead"
+
     def read_replies(self) -> tuple[list[p.Reply], bool]:
         """Replies now complete, and whether the worker closed its end (it died or exited)."""
         try:
@@ -196,7 +220,7 @@ class _Slot:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        self.state = "dead"
+        self.state, self.current = "dead", None
         for fd in (self.req_write, self.rep_read):
             try:
                 os.close(fd)
@@ -299,7 +323,7 @@ class Pool:
     def _holder_answered(self, holder: _Slot, reply: p.Reply) -> None:
         """A holder placed the weights (its workers take them from now on), or could not (they keep their own)."""
         device = next(d for d, h in self.holders.items() if h is holder)
-        holder.state = "idle"  # answered: queries on its GPU wait no longer (`_placing`)
+        holder.free()  # answered: queries on its GPU wait no longer (`_placing`)
         if isinstance(reply, p.Held) and reply.bytes:
             self.held[device] = reply.path
             for slot in self.slots:
@@ -342,9 +366,7 @@ class Pool:
         seconds at most (default: as long as a worker may take to start). Queries may run meanwhile:
         their results are kept for the next `wait`."""
         slot = self._wait_idle()
-        slot.send(request)
-        slot.state, slot.sent_at = "busy", time.monotonic()
-        slot.deadline = slot.sent_at + (timeout or self.config.start_timeout)
+        slot.ask(request, timeout or self.config.start_timeout)
         while True:
             self._dispatch()  # queries submitted before the call start as workers free up
             answer = None
@@ -354,7 +376,7 @@ class Pool:
                 else:
                     answer = reply
             if answer is not None:
-                slot.state = "idle"
+                slot.free()
                 if isinstance(answer, (p.ValuesStored, p.Outcome)) and answer.poisoned:
                     self._replace(slot)
                 if not isinstance(answer, p.CALL_ANSWERS[type(request)]):
@@ -409,7 +431,6 @@ class Pool:
         self.query_env.pop(key, None)
         for slot in self.slots:
             if slot.current is not None and slot.current.key == key:
-                slot.current = None
                 self._replace(slot)
 
     def spare(self) -> int:
@@ -464,12 +485,12 @@ class Pool:
             if query.key != self.alone:
                 self.short_of_memory[query.key] = (query, slot.background)
                 self.memory_detail = reply.error.headline if reply.error else reply.text[:300]
-                slot.current, slot.state = None, "idle"
+                slot.free()
                 return []
             reply = replace(reply, status="raised")  # short of memory even alone: what it raised is its verdict
         self.needs.pop(query.key, None)
         result = Result(query, "outcome", seconds, outcome=reply, log=slot.query_log())
-        slot.current, slot.state = None, "idle"
+        slot.free()
         if reply.poisoned or slot.extra_env:
             self._replace(slot)
         return [result]
@@ -526,7 +547,6 @@ class Pool:
             self.background = {preempted.key: preempted, **self.background}
             if slot.extra_env:
                 self.query_env[preempted.key] = slot.extra_env
-            slot.current = None
             self._replace(slot)
 
     def _placing(self, slot: _Slot) -> bool:
@@ -580,19 +600,15 @@ class Pool:
         if env != slot.extra_env:  # the query waits in the new worker's pipe until it is ready
             self._replace(slot, env)
             slot, starting = self.slots[slot.index], self.config.start_timeout
-        slot.current, slot.background, slot.state, slot.sent_at = query, background, "busy", time.monotonic()
-        slot.log_start = worklog.size(slot.log_path)
-        slot.deadline = slot.sent_at + starting + self.config.timeout
-        slot.send(query)
+        slot.ask(query, starting + self.config.timeout, query, background)
         slot.warm = True
         self.started += 1
 
     def _warm(self, slot: _Slot) -> None:
         """A worker with nothing to do meanwhile gets its first-compile set-up over with, so that the
         next round's candidates start on warm workers (on a GPU machine that set-up takes seconds)."""
-        slot.state, slot.sent_at, slot.warm = "busy", time.monotonic(), True
-        slot.deadline = slot.sent_at + self.config.start_timeout
-        slot.send(p.WarmRequest())
+        slot.ask(p.WarmRequest(), self.config.start_timeout)
+        slot.warm = True
 
     def _reap(self, slot: _Slot) -> list[Result]:
         """Turn a dead or overdue worker into a crash or timeout verdict and replace it."""
@@ -605,7 +621,6 @@ class Pool:
         detail = slot.death() if kind == "crash" else f"no verdict within {self.config.timeout:.0f} s"
         signal_name = slot.signal_name() if kind == "crash" else ""
         log = slot.query_log()
-        slot.current = None
         self._replace(slot)
         if not slot.ready:
             self._count_start_failure(detail)
@@ -635,11 +650,11 @@ class Pool:
                 elif isinstance(reply, p.Held):
                     pass
                 elif isinstance(reply, p.Ready):
-                    slot.state, slot.ready = "idle" if slot.current is None else "busy", True
+                    slot.started()
                     self.torch_version = reply.torch_version
                     self.warnings.extend(w for w in reply.warnings if w not in self.warnings)
                 elif isinstance(reply, p.Warmed):
-                    slot.state = "idle"
+                    slot.free()
                 elif isinstance(reply, p.WorkerFailed):
                     self.close()
                     raise PoolError(reply.code, reply.message)
@@ -647,7 +662,7 @@ class Pool:
                     out.append((slot, reply))
             if closed:
                 self.selector.unregister(slot.rep_read)
-                slot.state = "dead"
+                slot.closed()
         return out
 
     def _wait_idle(self) -> _Slot:
