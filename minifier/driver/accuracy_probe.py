@@ -10,11 +10,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 
 from ..contract.events import Verdict
 from ..exchange import worker_protocol as p
-from ..exchange.worker_protocol import GraphInfo
-from ..processes.pool import Pool, Result
-from .reporter import Reporter
-from .search import Candidate, Race, Space
-from .session import Session
+from ..processes.pool import Result
+from .evidence import Context, Source
+from .search import Candidate, Race
 from .verdicts import one_line
 
 PROBE_KEY = "probe"
@@ -22,22 +20,11 @@ MAX_PROBE_LEADS = 3  # slices around the first diverging node, widening
 PROBE_GRACE = 5.0  # seconds the first round waits for the probe after the whole graph's verdict, at least
 
 
-class AccuracyProbe:
+class AccuracyProbe(Source):
     def __init__(
-        self,
-        session: Session,
-        pool: Pool,
-        reporter: Reporter,
-        space: Space,
-        graph: GraphInfo,
-        verdicts: Callable[[], Mapping[Candidate, Verdict]],
-        mismatched: Iterable[str] = (),
+        self, context: Context, verdicts: Callable[[], Mapping[Candidate, Verdict]], mismatched: Iterable[str] = ()
     ) -> None:
-        self.session = session
-        self.pool = pool
-        self.reporter = reporter
-        self.space = space
-        self.graph = graph
+        super().__init__(context)
         self.verdicts = verdicts  # the search's verdicts so far
         self.probed: list[Candidate] | None = None  # the accuracy probe's slices, once it answered
         self.mismatched = set(mismatched)  # nodes whose fake kernel gives other sizes than the op
@@ -45,12 +32,12 @@ class AccuracyProbe:
         self.probe_waits = False  # the probe starts once no slice of a lie can fail
         self.wake_at: float | None = None  # a wait returns by then (monotonic), answered or not
 
-    def answer(self, result: Result) -> list[Candidate] | None:
-        """For the probe's answer, its slices (None for another query's): they race at once (`probe_first`
-        moves them ahead of the first round), since the answer frees the worker that the round run ahead of
-        the whole graph's verdict would take."""
-        if result.query.key != PROBE_KEY:
-            return None
+    def owns(self, result: Result) -> bool:
+        return result.query.key == PROBE_KEY
+
+    def answer(self, result: Result) -> list[Candidate]:
+        """The probe's slices: they race at once (`probe_first` moves them ahead of the first round), since the
+        answer frees the worker that the round run ahead of the whole graph's verdict would take."""
         self.probed = self.localized(result)
         return self.probed
 

@@ -7,25 +7,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..processes.pool import Pool, Result, WorkerLost
+from ..processes.pool import Result, WorkerLost
+from .evidence import Context, Source
 from .rebuild import Trial, standalone_trial
-from .reporter import Reporter
 from .search import Candidate, key_of
-from .session import Session
 
 
-class EarlyCheck:
-    def __init__(
-        self,
-        session: Session,
-        pool: Pool,
-        reporter: Reporter,
-        header: Callable[[int], list[str]],
-        progress: Callable[[], str],
-    ) -> None:
-        self.session = session
-        self.pool = pool
-        self.reporter = reporter
+class EarlyCheck(Source):
+    def __init__(self, context: Context, header: Callable[[int], list[str]], progress: Callable[[], str]) -> None:
+        super().__init__(context)
         self.header = header  # repro_standalone.py's header for a graph of N nodes
         self.progress = progress  # the progress line the reporter prints
         self.started: tuple[Candidate, Trial] | None = None
@@ -58,10 +48,11 @@ class EarlyCheck:
                 "its standalone check starts beside it"
             )
 
-    def answer(self, result: Result) -> list[Candidate] | None:
-        """For this check's answer (kept for `result_for`), no leads; None for another query's."""
-        if self.started is None or result.query.key != self.started[1].query.key:
-            return None
+    def owns(self, result: Result) -> bool:
+        return self.started is not None and result.query.key == self.started[1].query.key
+
+    def answer(self, result: Result) -> list[Candidate]:
+        """No leads: the answer is kept for `result_for`."""
         self.result = result
         return []
 

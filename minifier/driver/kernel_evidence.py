@@ -20,12 +20,10 @@ from ..exchange.provenance import (
     resolve_kernel,
     untraced_failure,
 )
-from ..exchange.worker_protocol import GraphInfo
 from ..exchange.worklog import provenance_in
-from ..processes.pool import Pool, Result
-from .reporter import Reporter
-from .search import Candidate, Space
-from .session import Session
+from ..processes.pool import Result
+from .evidence import Context, Source
+from .search import Candidate
 from .verdicts import raised_before_build, result_signature
 
 LOCATE_KEY = "locate"
@@ -37,21 +35,9 @@ MAX_FUSED = 24  # nodes of a fused kernel paired in `together` (pairs grow as th
 LAUNCH_BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}
 
 
-class KernelEvidence:
-    def __init__(
-        self,
-        session: Session,
-        pool: Pool,
-        reporter: Reporter,
-        space: Space,
-        graph: GraphInfo,
-        together: list[Candidate],
-    ) -> None:
-        self.session = session
-        self.pool = pool
-        self.reporter = reporter
-        self.space = space
-        self.graph = graph
+class KernelEvidence(Source):
+    def __init__(self, context: Context, together: list[Candidate]) -> None:
+        super().__init__(context)
         self.known = False
         # node sets a failure likely needs several of, shared with the race: each pair of a kernel that failed
         # while its nodes were fused (the index_put KeyError: none of its nodes fails alone)
@@ -148,14 +134,15 @@ class KernelEvidence:
             p.QueryRequest(key=LOCATE_KEY, original=True, provenance=True), background=True, env=LAUNCH_BLOCKING
         )
 
-    def answer(self, result: Result) -> list[Candidate] | None:
-        """For the launch-blocking run's answer, the slices around the kernel it placed; for the whole graph's
-        kernels that did not compile, while its wrapper still compiles, the slices around the kernel that
-        error names (None for another query's answer)."""
+    def owns(self, result: Result) -> bool:
+        return result.kind == "kernel_failed" or result.query.key == LOCATE_KEY
+
+    def answer(self, result: Result) -> list[Candidate]:
+        """For the whole graph's kernels that did not compile, while its wrapper still compiles, the slices around
+        the kernel that error names; for the launch-blocking run's answer, the slices around the kernel it
+        placed."""
         if result.kind == "kernel_failed":
             return self.of_kernels_that_did_not_compile(result)
-        if result.query.key != LOCATE_KEY:
-            return None
         provenance = provenance_in(result.log)
         kernel = failing_kernel(None, result.log, provenance)
         if kernel is None:

@@ -37,6 +37,7 @@ from ..processes.pool import Pool, Result, WorkerLost
 from . import devices
 from .accuracy_probe import AccuracyProbe
 from .early_check import EarlyCheck
+from .evidence import Context, Evidence
 from .kernel_evidence import KernelEvidence
 from .rebuild import write_standalone
 from .reporter import Reporter
@@ -103,11 +104,13 @@ class PoolTester:
         self.retried: set[Candidate] = set()
         self.warned: set[str] = set()
         self.found: list[Candidate] = []
-        self.accuracy = AccuracyProbe(session, pool, reporter, space, graph, lambda: self._verdicts, mismatched)
+        context = Context(session, pool, reporter, space, graph)
+        self.accuracy = AccuracyProbe(context, lambda: self._verdicts, mismatched)
         # node sets a failure likely needs several of, as evidence finds them (the race reads this list)
         self.together: list[Candidate] = self.accuracy.shown_together()
-        self.kernel = KernelEvidence(session, pool, reporter, space, graph, self.together)
-        self.early = EarlyCheck(session, pool, reporter, self.standalone_header, progress.line)
+        self.kernel = KernelEvidence(context, self.together)
+        self.early = EarlyCheck(context, self.standalone_header, progress.line)
+        self.evidence: tuple[Evidence, ...] = (self.accuracy, self.kernel, self.early)
 
     # --- search.Tester -----------------------------------------------------------------------------
 
@@ -143,10 +146,9 @@ class PoolTester:
     # --- answers -----------------------------------------------------------------------------------
 
     def answer(self, result: Result) -> None:
-        for evidence in (self.accuracy, self.kernel, self.early):  # each knows its own queries
-            leads = evidence.answer(result)
-            if leads is not None:
-                self.found += leads
+        for evidence in self.evidence:
+            if evidence.owns(result):
+                self.found += evidence.answer(result)
                 return
         candidate = self.by_key[result.query.key]
         if self.crashed_unexpectedly(result) and candidate not in self.retried:
