@@ -17,7 +17,7 @@ from minifier.contract.events import (
 from minifier.contract.signature import ErrorAnalysis, KernelRef, Signature
 from minifier.contract.wire import WireError
 from minifier.exchange import fork_protocol as fp
-from minifier.exchange.worker_protocol import Outcome, QueryRequest, decode_reply, decode_request, encode
+from minifier.exchange.worker_protocol import KeptNodes, Outcome, QueryRequest, decode_reply, decode_request, encode
 
 SIG = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
 
@@ -70,7 +70,7 @@ def test_bad_lines_are_rejected_clearly(line, message):
 
 
 def test_worker_messages_round_trip():
-    query = QueryRequest(key="abc", kept=["relu"], values_path="/v.pt")
+    query = QueryRequest(key="abc", program=KeptNodes(["relu"]), values_path="/v.pt")
     assert decode_request(encode(query)) == query
     outcome = Outcome(
         key="abc",

@@ -188,7 +188,7 @@ def test_the_workers_on_a_gpu_use_the_one_copy_of_the_weights_that_a_holder_plac
         while not pool.held and time.monotonic() < deadline:  # a call reads every worker's replies meanwhile
             pool.call(p.DescribeRequest())
         assert pool.held and not pool.warnings, pool.warnings
-        pool.submit(p.QueryRequest(key="whole", original=True))  # compiled and run on the held weights
+        pool.submit(p.QueryRequest(key="whole", program=p.OriginalProgram()))  # compiled and run on the held weights
         [result] = pool.wait()
     finally:
         pool.close()

@@ -674,7 +674,7 @@ def test_only_a_compile_error_raised_before_the_build_stops_candidates_there():
     def whole(kind: str, built: bool | None) -> Result:
         error = ErrorAnalysis(Signature("E", "m", kind), "E: m", None)
         outcome = p.Outcome(key="whole", status="raised", seconds=1.0, error=error, built=built)
-        return Result(p.QueryRequest(key="whole", original=True), "outcome", 1.0, outcome)
+        return Result(p.QueryRequest(key="whole", program=p.OriginalProgram()), "outcome", 1.0, outcome)
 
     assert raised_before_build(whole("compile_error", built=False))  # a codegen KeyError
     assert not raised_before_build(whole("compile_error", built=True))  # g++ failed: in the build

@@ -60,6 +60,7 @@ def gone(pid: int, seconds: float = 15) -> bool:
     return False
 
 
+ORIGINAL = p.OriginalProgram()
 IDLE = SlotView("idle", None, 0.0, True)
 
 
@@ -235,9 +236,9 @@ def test_a_query_with_its_own_environment_gets_a_worker_started_with_it(tmp_path
     monkeypatch.setenv("PYTHONPATH", str(tmp_path))
     pool = Pool(config(tmp_path, size=1, imports=["aoti_lens_env_mark"], start_timeout=120))
     try:
-        pool.submit(p.QueryRequest(key="marked", original=True), env={"AOTI_LENS_MARK": "1"})
+        pool.submit(p.QueryRequest(key="marked", program=ORIGINAL), env={"AOTI_LENS_MARK": "1"})
         [marked] = pool.wait()
-        pool.submit(p.QueryRequest(key="plain", original=True))
+        pool.submit(p.QueryRequest(key="plain", program=ORIGINAL))
         [plain] = pool.wait()
     finally:
         pool.close()
@@ -260,10 +261,10 @@ def test_a_worker_forked_before_the_fork_server_was_prepared_adopts_its_probe_an
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:
         early = pool.slots[0].proc
-        at_once = pool.call(p.QueryRequest(key="at-once", original=True), timeout=120)  # no refork in between
+        at_once = pool.call(p.QueryRequest(key="at-once", program=ORIGINAL), timeout=120)  # no refork in between
         if not pool.forks.prepared:
             assert isinstance(pool.forks.receive(timeout=120, until=fp.Prepared), fp.Prepared)
-        pool.submit(p.QueryRequest(key="after", original=True))
+        pool.submit(p.QueryRequest(key="after", program=ORIGINAL))
         [answered] = pool.wait()
         late = pool.slots[0].proc
     finally:
@@ -284,11 +285,11 @@ def test_where_cores_are_short_a_worker_forked_early_does_not_warm_up_until_fork
     save_relu_program(tmp_path)
     pool = Pool(config(tmp_path, size=2, start_timeout=120, warm_early=False))
     try:
-        pool.submit(p.QueryRequest(key="original", original=True))  # one worker compiles, the other is idle
+        pool.submit(p.QueryRequest(key="original", program=ORIGINAL))  # one worker compiles, the other is idle
         [answered] = pool.wait()
         if not pool.forks.prepared:
             assert isinstance(pool.forks.receive(timeout=120, until=fp.Prepared), fp.Prepared)
-        pool.submit(p.QueryRequest(key="again", original=True))
+        pool.submit(p.QueryRequest(key="again", program=ORIGINAL))
         pool.wait()
     finally:
         pool.close()
@@ -428,7 +429,7 @@ def test_a_wait_with_a_deadline_returns_by_then_and_the_query_answers_later(tmp_
     save_relu_program(tmp_path)
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:
-        pool.submit(p.QueryRequest(key="slow", original=True))  # an AOTI compile: seconds
+        pool.submit(p.QueryRequest(key="slow", program=ORIGINAL))  # an AOTI compile: seconds
         # without the deadline this wait would return the answer
         assert pool.wait(until=time.monotonic() + 0.5) == [] and pool.in_flight()
         [answered] = pool.wait()
@@ -443,7 +444,7 @@ def test_a_query_that_answers_while_another_worker_is_called_is_kept_for_the_nex
     pool = Pool(config(tmp_path, size=2, start_timeout=120))
     try:
         pool.call(p.DescribeRequest())  # both workers up
-        pool.submit(p.QueryRequest(key="compiling", original=True))  # an AOTI compile: seconds
+        pool.submit(p.QueryRequest(key="compiling", program=ORIGINAL))  # an AOTI compile: seconds
         deadline = time.monotonic() + 120
         while not pool.unclaimed and time.monotonic() < deadline:
             assert isinstance(pool.call(p.DescribeRequest()), p.Described)
@@ -463,14 +464,14 @@ def test_a_query_in_a_cache_of_its_own_compiles_while_the_same_graph_holds_induc
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(cache))  # the workers' (a launcher's path is dropped)
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:
-        pool.submit(p.QueryRequest(key="first", original=True))
+        pool.submit(p.QueryRequest(key="first", program=ORIGINAL))
         assert pool.wait()[0].outcome.status == "passed"
         locks = [FileLock(str(path)) for path in (cache / "locks").glob("*.lock")]
         assert locks  # the package's own among them, named for its wrapper code
         for lock in locks:  # held as by a worker compiling the same graph
             lock.acquire()
         try:
-            pool.submit(p.QueryRequest(key="beside", original=True, own_cache=True))
+            pool.submit(p.QueryRequest(key="beside", program=ORIGINAL, own_cache=True))
             answered = pool.wait(until=time.monotonic() + 120)  # in the shared cache: Inductor's 10-minute timeout
         finally:
             for lock in locks:
@@ -508,7 +509,7 @@ def test_kernel_provenance_is_recorded_when_the_compile_s_caches_are_warm(tmp_pa
     pool = Pool(config(tmp_path, env=env, size=1, start_timeout=120))
     try:
         for key in ("cold", "warm"):
-            pool.submit(p.QueryRequest(key=key, original=True, provenance=True))
+            pool.submit(p.QueryRequest(key=key, program=ORIGINAL, provenance=True))
             [answered] = pool.wait()
             assert answered.outcome.status == "passed"
     finally:
@@ -528,7 +529,7 @@ def test_a_compile_marks_how_long_it_took_and_where(tmp_path):
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "cache"), "AOTI_LENS_COMPILE_STACKS": "0.5"}
     pool = Pool(config(tmp_path, env=env, size=1, start_timeout=120))
     try:
-        pool.submit(p.QueryRequest(key="timed", original=True))
+        pool.submit(p.QueryRequest(key="timed", program=ORIGINAL))
         [answered] = pool.wait()
     finally:
         pool.close()
@@ -568,7 +569,7 @@ def test_kernels_that_do_not_compile_are_told_while_the_wrapper_compiles_and_the
     spec = dataclasses.replace(cfg.init.launcher, config_patches={"cpp.inject_relu_bug_TESTING_ONLY": "compile_error"})
     pool = Pool(dataclasses.replace(cfg, init=dataclasses.replace(cfg.init, launcher=spec)))
     try:
-        pool.submit(p.QueryRequest(key="whole", original=True, provenance=True, early_kernel=True))
+        pool.submit(p.QueryRequest(key="whole", program=ORIGINAL, provenance=True, early_kernel=True))
         results = pool.wait()
         if all(r.kind == "kernel_failed" for r in results):  # told first: the outcome comes later
             results += pool.wait()
@@ -617,8 +618,8 @@ def test_a_query_short_of_memory_beside_another_waits_and_runs_alone_without_a_v
     answered, waiting = [], set()
     try:
         pool.call(p.DescribeRequest())  # both workers up
-        pool.submit(p.QueryRequest(key="beside", original=True))  # an AOTI compile: seconds
-        pool.submit(p.QueryRequest(key="spike", script=script))
+        pool.submit(p.QueryRequest(key="beside", program=ORIGINAL))  # an AOTI compile: seconds
+        pool.submit(p.QueryRequest(key="spike", program=p.StandaloneScript(script)))
         while pool.in_flight():
             answered += pool.wait()
             waiting.add(pool.waiting_for_memory())
@@ -634,7 +635,7 @@ def test_a_query_short_of_memory_even_alone_gets_what_it_raised_as_its_verdict(t
     save_relu_program(tmp_path)
     pool = Pool(config(tmp_path, size=1, start_timeout=120))
     try:
-        pool.submit(p.QueryRequest(key="spike", script=spike_script(tmp_path, once=False)))
+        pool.submit(p.QueryRequest(key="spike", program=p.StandaloneScript(spike_script(tmp_path, once=False))))
         [answered] = pool.wait()  # its first answer was no result: it waited, then ran alone
     finally:
         pool.close()
@@ -667,7 +668,7 @@ def test_a_program_on_the_host_has_no_weights_to_hold_and_its_holder_goes_with_t
         [holder] = pool.holders.values()
         while holder.state == "starting":
             pool.call(p.DescribeRequest())  # a call reads every worker's replies meanwhile
-        pool.submit(p.QueryRequest(key="whole", original=True))
+        pool.submit(p.QueryRequest(key="whole", program=ORIGINAL))
         [result] = pool.wait()
         # a worker maps the weights from the file; the holder, which runs nothing after placing them, let go of its
         # mapping (on a GPU, all the pages its upload read)
@@ -687,7 +688,7 @@ def test_no_query_or_call_starts_beside_a_holder_that_is_placing_the_weights(tmp
         pool.call(p.DescribeRequest())
         pool.share_weights()
         [holder] = pool.holders.values()
-        pool.submit(p.QueryRequest(key="whole", original=True))
+        pool.submit(p.QueryRequest(key="whole", program=ORIGINAL))
         assert holder.state == "starting" and not pool.running("whole")
         [result] = pool.wait()
         assert holder.state == "idle"
@@ -707,8 +708,8 @@ def test_a_query_whose_need_does_not_fit_beside_the_running_ones_waits_for_them(
     try:
         pool.call(p.DescribeRequest())  # both workers up
         pool.memory_budget[""] = 100  # the GPU's bytes, as devices.plan_gpu_memory sets them
-        pool.submit(p.QueryRequest(key="first", original=True), need=60)
-        pool.submit(p.QueryRequest(key="second", original=True, own_cache=True), need=60)
+        pool.submit(p.QueryRequest(key="first", program=ORIGINAL), need=60)
+        pool.submit(p.QueryRequest(key="second", program=ORIGINAL, own_cache=True), need=60)
         answered, waited = [], False
         while pool.in_flight():
             answered += pool.wait(until=time.monotonic() + 0.2)

@@ -67,7 +67,10 @@ class AccuracyProbe(Source):
         if self.probe_waits and settled:
             self.probe_waits = False
             self.pool.submit(
-                p.QueryRequest(key=PROBE_KEY, probe=True, values_path=self.session.layout.values), background=True
+                p.QueryRequest(
+                    key=PROBE_KEY, program=p.OriginalProgram(), probe=True, values_path=self.session.layout.values
+                ),
+                background=True,
             )
 
     def probe_first(self, race: Race, whole: Result | None) -> None:

@@ -131,7 +131,9 @@ class KernelEvidence(Source):
             "beside the search, to place it"
         )
         self.pool.submit(
-            p.QueryRequest(key=LOCATE_KEY, original=True, provenance=True), background=True, env=LAUNCH_BLOCKING
+            p.QueryRequest(key=LOCATE_KEY, program=p.OriginalProgram(), provenance=True),
+            background=True,
+            env=LAUNCH_BLOCKING,
         )
 
     def owns(self, result: Result) -> bool:

@@ -230,7 +230,7 @@ class PoolTester:
         save_pt2 = os.path.join(self.session.layout.candidates, f"{key}.pt2")
         return p.QueryRequest(
             key=key,
-            kept=sorted(candidate),
+            program=p.KeptNodes(sorted(candidate)),
             values_path=self.session.layout.values,
             save_pt2=save_pt2,
             stop_at_build=self.stop_at_build,
@@ -244,7 +244,7 @@ def whole_graph_query(session: Session, whole: Candidate) -> p.QueryRequest:
     provenance = session.options.slicing and not session.accuracy
     return p.QueryRequest(
         key=key,
-        original=True,
+        program=p.OriginalProgram(),
         save_pt2=os.path.join(session.layout.candidates, f"{key}.pt2"),
         provenance=provenance,
         early_kernel=provenance,

@@ -40,7 +40,7 @@ def standalone_trial(
     text = render_standalone(session.spec, session.accuracy, reply.code, header, session.options.imports)
     path = os.path.join(session.layout.candidates, f"standalone-{_values(exact).replace(' ', '-')}{tag}.py")
     write_text(path, text)
-    return Trial(text, p.QueryRequest(key=os.path.basename(path), script=path))
+    return Trial(text, p.QueryRequest(key=os.path.basename(path), program=p.StandaloneScript(path)))
 
 
 def write_standalone(

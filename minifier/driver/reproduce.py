@@ -28,7 +28,7 @@ def reproduce(session: Session, reporter: Reporter) -> Failure | None:
         graph = pool.call(p.DescribeRequest()).graph
         reporter.warn_new(pool.warnings, set())
         [result] = pool.evaluate(
-            [p.QueryRequest(key=ORIGINAL_KEY, original=True, provenance=True)], on_result=lambda r: True
+            [p.QueryRequest(key=ORIGINAL_KEY, program=p.OriginalProgram(), provenance=True)], on_result=lambda r: True
         )
         if classify(result, None, session.check_str) != "fails":
             return None

@@ -211,7 +211,7 @@ class Triaging:
         if saved is not None and self.target is not None and self.target.matches(saved.signature):
             self.runs.append("fails")
         for run in range(len(self.runs) + 1, self.session.options.runs + 1):
-            self.submit(p.QueryRequest(key=f"triage-run-{run}", original=True), Probe(), background=True)
+            self.submit(p.QueryRequest(key=f"triage-run-{run}", program=p.OriginalProgram()), Probe(), background=True)
 
     def take(self, result: Result, search: WorkaroundSearch) -> None:
         probe = self.queries.pop(result.query.key, None)
@@ -283,7 +283,11 @@ class Triaging:
                 self.submit(self._minimal_query(key, trial.change), Probe(trial=trial), background=True)
             else:
                 query = p.QueryRequest(
-                    key=key, original=True, configs=trial.change.inductor_configs, compare=True, setup=trial.change.code
+                    key=key,
+                    program=p.OriginalProgram(),
+                    configs=trial.change.inductor_configs,
+                    compare=True,
+                    setup=trial.change.code,
                 )
                 self.submit(query, Probe(trial=trial))
 
@@ -294,7 +298,7 @@ class Triaging:
     def _minimal_query(self, key: str, change: Change, record_compile: bool = False) -> p.QueryRequest:
         return p.QueryRequest(
             key=key,
-            program=self.layout.repro_pt2,
+            program=p.SavedProgram(self.layout.repro_pt2),
             configs=change.inductor_configs,
             aten_fallback=as_lowered(change.aten_fallback),
             record_compile=record_compile,

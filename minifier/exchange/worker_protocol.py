@@ -116,9 +116,42 @@ class ShareRequest:
 
 
 @dataclass(frozen=True)
+class OriginalProgram:
+    """The launcher's exported program, as the worker loaded it."""
+
+    source: Literal["original"] = "original"
+
+
+@dataclass(frozen=True)
+class KeptNodes:
+    """The graph made of these nodes of the original, fed the values the eager run saved (`values_path`)."""
+
+    nodes: list[str]
+    source: Literal["kept"] = "kept"
+
+
+@dataclass(frozen=True)
+class SavedProgram:
+    """An exported program saved at `path` (triage's repro.pt2), whose weights refer to the launcher's."""
+
+    path: str
+    source: Literal["saved"] = "saved"
+
+
+@dataclass(frozen=True)
+class StandaloneScript:
+    """The program that a repro_standalone.py file at `path` builds."""
+
+    path: str
+    source: Literal["script"] = "script"
+
+
+Program = OriginalProgram | KeptNodes | SavedProgram | StandaloneScript
+
+
+@dataclass(frozen=True)
 class QueryRequest:
-    """Compile, load and run one candidate: the original program, the graph made of `kept`, or the
-    program that a repro_standalone.py file (`script`) builds.
+    """Compile, load and run one candidate, the `program` one of the four kinds above.
 
     `provenance`: record which graph nodes each generated kernel came from, and trace the kernel launches
     of the run, both into the worker's log (minifier.exchange.worklog).
@@ -132,27 +165,22 @@ class QueryRequest:
     `early_kernel`: should the package's kernels not compile, say so at once (KernelFailed, before the Outcome):
     the wrapper's compile, which Inductor raises first, is still running then.
 
-    Triage (minifier.driver.triage) asks more of one compile: `program`, a saved exported program (repro.pt2)
-    instead of the launcher's; `configs`, Inductor configs over the launcher's (a workaround tried, as
-    `aoti_compile_and_package(..., inductor_configs=configs)` would pass them); `compare`, check the
-    compiled outputs against eager at the launcher's tolerance (the accuracy check) and report the largest
-    difference; `aten_fallback`, ops (`aten.relu.default`) whose Inductor lowering is left to the ATen kernel
-    (the culprit's subsystem); `record_compile`, name the graph passes the compile applied, the ops it
-    lowered and the fingerprint of the code it generated; `failing_code`, such a fingerprint of a failing
-    compile: a compile generating that code stops before the C++ compile (Outcome status "unchanged");
-    `setup`, a workaround's Python, run before the compile as its user runs it (what it changes of Inductor's
-    lowering tables is undone after)."""
+    Triage (minifier.driver.triage) asks more of one compile: `configs`, Inductor configs over the launcher's (a
+    workaround tried, as `aoti_compile_and_package(..., inductor_configs=configs)` would pass them); `compare`,
+    check the compiled outputs against eager at the launcher's tolerance (the accuracy check) and report the largest
+    difference; `aten_fallback`, ops (`aten.relu.default`) whose Inductor lowering is left to the ATen kernel (the
+    culprit's subsystem); `record_compile`, name the graph passes the compile applied, the ops it lowered and the
+    fingerprint of the code it generated; `failing_code`, such a fingerprint of a failing compile: a compile
+    generating that code stops before the C++ compile (Outcome status "unchanged"); `setup`, a workaround's Python,
+    run before the compile as its user runs it (what it changes of Inductor's lowering tables is undone after)."""
 
     key: str
-    kept: list[str] = field(default_factory=list)
-    original: bool = False
+    program: Program
     values_path: str | None = None
     save_pt2: str | None = None
-    script: str | None = None
     provenance: bool = False
     probe: bool = False
     own_cache: bool = False
-    program: str | None = None
     configs: dict[str, Any] = field(default_factory=dict)
     compare: bool = False
     aten_fallback: list[str] = field(default_factory=list)

@@ -214,7 +214,8 @@ class Worker:
 
     def query(self, request: p.QueryRequest) -> p.Reply:
         start = time.monotonic()
-        phase("query", f"{request.key} of {len(request.kept) or 'all'} nodes")
+        kept = request.program.nodes if isinstance(request.program, p.KeptNodes) else []
+        phase("query", f"{request.key} of {len(kept) or 'all'} nodes")
         try:
             with contextlib.ExitStack() as held:  # what the query placed on the GPU lives until it has answered
                 return self.probe(request, start) if request.probe else self._query(request, start, held)
@@ -226,16 +227,19 @@ class Worker:
 
         self.phase = "export"
         try:
-            if request.original or request.program:
-                program = restore_referenced(_load_program(request.program), self.ep) if request.program else self.ep
-                ep = held.enter_context(on_device(program))
+            source = request.program
+            if isinstance(source, (p.OriginalProgram, p.SavedProgram)):
+                loaded = self.ep
+                if isinstance(source, p.SavedProgram):
+                    loaded = restore_referenced(_load_program(source.path), self.ep)
+                ep = held.enter_context(on_device(loaded))
                 args, kwargs = ep.example_inputs or ((), {})
                 eager = ep.module()
-            elif request.script:
-                ep, args, eager = _export_script(request.script)
+            elif isinstance(source, p.StandaloneScript):
+                ep, args, eager = _export_script(source.path)
                 kwargs = {}
             else:
-                ep, args, eager = self._export_candidate(request)
+                ep, args, eager = self._export_candidate(source, request.values_path)
                 kwargs = {}
         except Exception as e:
             if out_of_memory(e):
@@ -251,7 +255,7 @@ class Worker:
 
         code = readable_code(eager)
         # Saved before compiling: after a CUDA error the weights can no longer be copied off the GPU.
-        original = self.init.launcher.pt2 if request.original and not request.program else None
+        original = self.init.launcher.pt2 if isinstance(request.program, p.OriginalProgram) else None
         saved = self._save(ep, request.save_pt2, code, original)
         own_cache = os.path.join(self.init.work_dir, CACHES, request.key) if request.own_cache else None
         recorded = switches.Recorded() if request.record_compile else None
@@ -402,12 +406,12 @@ class Worker:
             self.values_path = path
         return self.values
 
-    def _export_candidate(self, request: p.QueryRequest):
+    def _export_candidate(self, kept: p.KeptNodes, values_path: str | None):
         import torch
 
         from ..program.graph import build_candidate, dynamic_shapes
 
-        gm, inputs, dims = build_candidate(self.flat, set(request.kept), self._values(request.values_path))
+        gm, inputs, dims = build_candidate(self.flat, set(kept.nodes), self._values(values_path))
         strict = self.init.export_mode == "dynamo"
         ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=strict)
         return ep, tuple(inputs), gm
