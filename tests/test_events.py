@@ -17,7 +17,17 @@ from minifier.contract.events import (
 from minifier.contract.signature import ErrorAnalysis, KernelRef, Signature
 from minifier.contract.wire import WireError
 from minifier.exchange import fork_protocol as fp
-from minifier.exchange.worker_protocol import KeptNodes, Outcome, QueryRequest, decode_reply, decode_request, encode
+from minifier.exchange.worker_protocol import (
+    KeptNodes,
+    Outcome,
+    ProbeRequest,
+    QueryRequest,
+    SavedProgram,
+    TrialOptions,
+    decode_reply,
+    decode_request,
+    encode,
+)
 
 SIG = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
 
@@ -72,6 +82,11 @@ def test_bad_lines_are_rejected_clearly(line, message):
 def test_worker_messages_round_trip():
     query = QueryRequest(key="abc", program=KeptNodes(["relu"]), values_path="/v.pt")
     assert decode_request(encode(query)) == query
+    trial = QueryRequest(
+        key="t", program=SavedProgram("/r.pt2"), trial=TrialOptions(configs={"cpp.simdlen": 0}, aten_fallback=["a"])
+    )
+    assert decode_request(encode(trial)) == trial
+    assert decode_request(encode(ProbeRequest(key="probe", values_path="/v.pt"))) == ProbeRequest("probe", "/v.pt")
     outcome = Outcome(
         key="abc",
         status="raised",

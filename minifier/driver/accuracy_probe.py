@@ -66,12 +66,7 @@ class AccuracyProbe(Source):
         )
         if self.probe_waits and settled:
             self.probe_waits = False
-            self.pool.submit(
-                p.QueryRequest(
-                    key=PROBE_KEY, program=p.OriginalProgram(), probe=True, values_path=self.session.layout.values
-                ),
-                background=True,
-            )
+            self.pool.submit(p.ProbeRequest(key=PROBE_KEY, values_path=self.session.layout.values), background=True)
 
     def probe_first(self, race: Race, whole: Result | None) -> None:
         """Move the probe's slices (racing since it answered) ahead of the first round, waiting for it to answer

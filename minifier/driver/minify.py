@@ -491,7 +491,7 @@ def _saved_program(result: Result) -> tuple[str, str] | None:
     outcome = result.outcome
     if outcome is not None:
         return (outcome.pt2, outcome.code) if outcome.pt2 else None
-    pt2 = result.query.save_pt2
+    pt2 = result.query.save_pt2 if isinstance(result.query, p.QueryRequest) else None
     if not pt2 or not os.path.exists(pt2):
         return None
     try:

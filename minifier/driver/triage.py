@@ -285,9 +285,7 @@ class Triaging:
                 query = p.QueryRequest(
                     key=key,
                     program=p.OriginalProgram(),
-                    configs=trial.change.inductor_configs,
-                    compare=True,
-                    setup=trial.change.code,
+                    trial=p.TrialOptions(configs=trial.change.inductor_configs, compare=True, setup=trial.change.code),
                 )
                 self.submit(query, Probe(trial=trial))
 
@@ -299,11 +297,13 @@ class Triaging:
         return p.QueryRequest(
             key=key,
             program=p.SavedProgram(self.layout.repro_pt2),
-            configs=change.inductor_configs,
-            aten_fallback=as_lowered(change.aten_fallback),
-            record_compile=record_compile,
-            failing_code=self.failing_code,
             stop_at_build=self.stop_at_build,
+            trial=p.TrialOptions(
+                configs=change.inductor_configs,
+                aten_fallback=as_lowered(change.aten_fallback),
+                record_compile=record_compile,
+                failing_code=self.failing_code,
+            ),
         )
 
     def culprit(self, phase: str) -> Culprit:

@@ -36,7 +36,7 @@ def result_signature(result: Result) -> tuple[Signature | None, ErrorAnalysis | 
 
 def classify(result: Result, target: Signature | None, check_str: str | None) -> Verdict:
     """`fails` only for the same failure: the target signature, or the --check-str regex; and a compile
-    stopped because it generated a failing compile's code unchanged (QueryRequest.failing_code)."""
+    stopped because it generated a failing compile's code unchanged (TrialOptions.failing_code)."""
     if result.outcome is not None and result.outcome.status == "unchanged":
         return "fails"
     signature, _ = result_signature(result)

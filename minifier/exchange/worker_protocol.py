@@ -150,13 +150,36 @@ Program = OriginalProgram | KeptNodes | SavedProgram | StandaloneScript
 
 
 @dataclass(frozen=True)
+class TrialOptions:
+    """What triage (minifier.driver.triage) asks more of one compile.
+
+    `configs`: Inductor configs over the launcher's (a workaround tried, as
+    `aoti_compile_and_package(..., inductor_configs=configs)` would pass them).
+    `compare`: check the compiled outputs against eager at the launcher's tolerance (the accuracy check) and report
+    the largest difference.
+    `aten_fallback`: ops (`aten.relu.default`) whose Inductor lowering is left to the ATen kernel (the culprit's
+    subsystem).
+    `record_compile`: name the graph passes the compile applied, the ops it lowered and the fingerprint of the code
+    it generated.
+    `failing_code`: such a fingerprint of a failing compile: a compile generating that code stops before the C++
+    compile (Outcome status "unchanged").
+    `setup`: a workaround's Python, run before the compile as its user runs it (what it changes of Inductor's
+    lowering tables is undone after)."""
+
+    configs: dict[str, Any] = field(default_factory=dict)
+    compare: bool = False
+    aten_fallback: list[str] = field(default_factory=list)
+    record_compile: bool = False
+    failing_code: str | None = None
+    setup: str = ""
+
+
+@dataclass(frozen=True)
 class QueryRequest:
     """Compile, load and run one candidate, the `program` one of the four kinds above.
 
     `provenance`: record which graph nodes each generated kernel came from, and trace the kernel launches
     of the run, both into the worker's log (minifier.exchange.worklog).
-    `probe`: an accuracy failure's localization instead: compile the graph once with every tensor
-    node an output and compare each with the eager fp64 reference (Outcome.diverged).
     `own_cache`: compile in an Inductor cache of its own, removed after. The same graph compiling in
     another worker generates the same wrapper code, and Inductor holds a lock named for that code's hash
     around the package's C++ compile: in the shared cache the two compiles would run one after the other.
@@ -164,32 +187,32 @@ class QueryRequest:
     reaches the build does not fail that way: it is stopped there and passes (Outcome.built).
     `early_kernel`: should the package's kernels not compile, say so at once (KernelFailed, before the Outcome):
     the wrapper's compile, which Inductor raises first, is still running then.
-
-    Triage (minifier.driver.triage) asks more of one compile: `configs`, Inductor configs over the launcher's (a
-    workaround tried, as `aoti_compile_and_package(..., inductor_configs=configs)` would pass them); `compare`,
-    check the compiled outputs against eager at the launcher's tolerance (the accuracy check) and report the largest
-    difference; `aten_fallback`, ops (`aten.relu.default`) whose Inductor lowering is left to the ATen kernel (the
-    culprit's subsystem); `record_compile`, name the graph passes the compile applied, the ops it lowered and the
-    fingerprint of the code it generated; `failing_code`, such a fingerprint of a failing compile: a compile
-    generating that code stops before the C++ compile (Outcome status "unchanged"); `setup`, a workaround's Python,
-    run before the compile as its user runs it (what it changes of Inductor's lowering tables is undone after)."""
+    `trial`: what triage changes of the compile."""
 
     key: str
     program: Program
     values_path: str | None = None
     save_pt2: str | None = None
     provenance: bool = False
-    probe: bool = False
     own_cache: bool = False
-    configs: dict[str, Any] = field(default_factory=dict)
-    compare: bool = False
-    aten_fallback: list[str] = field(default_factory=list)
-    record_compile: bool = False
-    failing_code: str | None = None
     stop_at_build: bool = False
     early_kernel: bool = False
-    setup: str = ""
+    trial: TrialOptions = field(default_factory=TrialOptions)
     type: Literal["query"] = "query"
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """Localize an accuracy failure by values: compile the graph once with every tensor node an output and compare
+    each with the eager fp64 reference (Outcome.diverged), from the values the eager run saved at `values_path`.
+    The pool schedules it as a query."""
+
+    key: str
+    values_path: str
+    type: Literal["probe"] = "probe"
+
+
+Query = QueryRequest | ProbeRequest
 
 
 @dataclass(frozen=True)
@@ -224,6 +247,7 @@ Request = (
     | HoldRequest
     | ShareRequest
     | QueryRequest
+    | ProbeRequest
     | StandaloneRequest
     | ConfigsRequest
 )
@@ -373,6 +397,7 @@ _REQUESTS = {
     "hold": HoldRequest,
     "share": ShareRequest,
     "query": QueryRequest,
+    "probe": ProbeRequest,
     "standalone": StandaloneRequest,
     "configs": ConfigsRequest,
 }

@@ -72,7 +72,7 @@ class Result:
     """A query's answer; of a query with `early_kernel`, also its kernels' compile error as soon as the worker
     saw it ("kernel_failed", `kernel_error`: the query still runs, its answer follows)."""
 
-    query: p.QueryRequest
+    query: p.Query
     kind: Literal["outcome", "crash", "timeout", "kernel_failed"]
     seconds: float
     outcome: p.Outcome | None = None
@@ -162,7 +162,7 @@ class _Slot:
         self.buffer = b""
         self.ready = False
         self.state: Literal["starting", "idle", "busy", "dead"] = "starting"
-        self.current: p.QueryRequest | None = None
+        self.current: p.Query | None = None
         self.log_start = 0  # where the current query's part of the log begins
         self.background = False  # the current query is a guess, raced beside the search
         self.warm = False  # has compiled, or been warmed up, since it started
@@ -178,7 +178,7 @@ class _Slot:
 
     # The slot's state changes only here: starting -> idle <-> busy, and dead from any of them.
 
-    def ask(self, message, timeout: float, query: p.QueryRequest | None = None, background: bool = False) -> None:
+    def ask(self, message, timeout: float, query: p.Query | None = None, background: bool = False) -> None:
         """Send `message` and count the worker busy until it answers, `timeout` seconds at most; `query`: the query
         it runs meanwhile."""
         self.state, self.sent_at = "busy", time.monotonic()
@@ -239,7 +239,8 @@ class _Slot:
 
     def query_log(self) -> str:
         query = self.current
-        return worklog.since(self.log_path, self.log_start) if query is not None and query.provenance else ""
+        provenance = isinstance(query, p.QueryRequest) and query.provenance
+        return worklog.since(self.log_path, self.log_start) if provenance else ""
 
     def signal_name(self) -> str:
         code = self.proc.wait()
@@ -256,12 +257,12 @@ class Pool:
         self.started = 0
         self.warnings: list[str] = []
         self.torch_version = ""
-        self.foreground: dict[str, p.QueryRequest] = {}  # queued, in order
-        self.background: dict[str, p.QueryRequest] = {}
+        self.foreground: dict[str, p.Query] = {}  # queued, in order
+        self.background: dict[str, p.Query] = {}
         self.query_env: dict[str, dict[str, str]] = {}  # key -> the environment its worker must start with
         self.unclaimed: list[Result] = []  # queries' results that came while `call` waited, for the next `wait`
         # queries that ran out of memory beside others (-> in the background), and the one now running alone
-        self.short_of_memory: dict[str, tuple[p.QueryRequest, bool]] = {}
+        self.short_of_memory: dict[str, tuple[p.Query, bool]] = {}
         self.alone: str | None = None
         self.memory_detail = ""  # what the last query short of memory raised
         # per GPU (a `devices` entry; "" for all visible): the worker holding the weights there, and its handles
@@ -392,7 +393,7 @@ class Pool:
                 raise WorkerLost(type(request).__name__, reason, tail)
 
     def submit(
-        self, query: p.QueryRequest, background: bool = False, env: Mapping[str, str] | None = None, need: int = 0
+        self, query: p.Query, background: bool = False, env: Mapping[str, str] | None = None, need: int = 0
     ) -> None:
         """Queue a query, foreground (the search) or background (a guess; see `schedule`). A query
         already queued or running just takes the new priority. With `env`, the query runs in a worker
@@ -495,7 +496,7 @@ class Pool:
             self._replace(slot)
         return [result]
 
-    def evaluate(self, queries: list[p.QueryRequest], on_result: Callable[[Result], bool]) -> list[Result]:
+    def evaluate(self, queries: list[p.Query], on_result: Callable[[Result], bool]) -> list[Result]:
         """Run queries concurrently; when `on_result` returns True, cancel the rest and return."""
         for query in queries:
             self.submit(query)
@@ -594,7 +595,7 @@ class Pool:
             if slot.state == "idle" and slot.current is None and slot.proc.prepared is False:
                 self._replace(slot, slot.extra_env)
 
-    def _send_query(self, slot: _Slot, query: p.QueryRequest, background: bool) -> None:
+    def _send_query(self, slot: _Slot, query: p.Query, background: bool) -> None:
         env = self.query_env.pop(query.key, {})
         starting = 0.0
         if env != slot.extra_env:  # the query waits in the new worker's pipe until it is ready

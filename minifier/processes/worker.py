@@ -212,13 +212,16 @@ class Worker:
             text = f"{type(e).__name__}: {e}"
             return p.Shared(adopted=0, error=text[:1000], poisoned=_poisons_cuda(text))
 
-    def query(self, request: p.QueryRequest) -> p.Reply:
+    def query(self, request: p.Query) -> p.Reply:
         start = time.monotonic()
-        kept = request.program.nodes if isinstance(request.program, p.KeptNodes) else []
+        program = request.program if isinstance(request, p.QueryRequest) else None
+        kept = program.nodes if isinstance(program, p.KeptNodes) else []
         phase("query", f"{request.key} of {len(kept) or 'all'} nodes")
         try:
+            if isinstance(request, p.ProbeRequest):
+                return self.probe(request, start)
             with contextlib.ExitStack() as held:  # what the query placed on the GPU lives until it has answered
-                return self.probe(request, start) if request.probe else self._query(request, start, held)
+                return self._query(request, start, held)
         finally:
             _release_cuda_cache()
 
@@ -258,7 +261,8 @@ class Worker:
         original = self.init.launcher.pt2 if isinstance(request.program, p.OriginalProgram) else None
         saved = self._save(ep, request.save_pt2, code, original)
         own_cache = os.path.join(self.init.work_dir, CACHES, request.key) if request.own_cache else None
-        recorded = switches.Recorded() if request.record_compile else None
+        trial = request.trial
+        recorded = switches.Recorded() if trial.record_compile else None
         max_abs_error = None
         build = switches.Build()
         try:
@@ -266,11 +270,11 @@ class Worker:
                 recording_provenance() if request.provenance else contextlib.nullcontext(),
                 inductor_cache(own_cache),
                 switches.watching_build(request.stop_at_build) as build,
-                switches.switched(request.aten_fallback, recorded, request.failing_code),
-                switches.set_up(request.setup),
+                switches.switched(trial.aten_fallback, recorded, trial.failing_code),
+                switches.set_up(trial.setup),
             ):
-                compiled = self._compile(ep, package, request.configs, self._early_kernel(request))
-            if request.compare:
+                compiled = self._compile(ep, package, trial.configs, self._early_kernel(request))
+            if trial.compare:
                 max_abs_error = self._compare(compiled, eager, args)
             else:
                 self._run(compiled, eager, args, kwargs)
@@ -324,7 +328,7 @@ class Worker:
             return p.StandaloneCode(code=None, reason=str(e))
         return p.StandaloneCode(code=code)
 
-    def probe(self, request: p.QueryRequest, start: float) -> p.Reply:
+    def probe(self, request: p.ProbeRequest, start: float) -> p.Reply:
         """Localize an accuracy failure by values: one compile of the whole graph with every probed node
         an output, each output compared with the eager fp32 and fp64 references as the accuracy check
         compares the graph's own outputs. Any error makes the probe inconclusive, never a verdict."""
