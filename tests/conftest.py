@@ -34,8 +34,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not cuda:
             item.add_marker(pytest.mark.skip(reason="needs CUDA"))
-    # the longest first: collected last, one of them would keep a worker busy after the others have finished
-    items.sort(key=lambda item: "long" not in item.keywords)
 
 
 def make_dump(

@@ -84,7 +84,6 @@ def test_a_data_dependent_size_keeps_the_node_that_binds_it(dumps, tmp_path):
     assert repro_signature(done.repro).exc_type == "CppCompileError"
 
 
-@pytest.mark.long
 def test_torch_cond_and_its_branches_shrink(dumps, tmp_path):
     """The only relu (with its injected compile error) is inside a torch.cond branch of a real torch.nn model:
     the model around the cond goes, and so do the branches' other ops (`* 2.0`, `* 0.5`)."""
@@ -212,7 +211,6 @@ def test_a_lifted_constant_stays_a_lifted_constant_in_candidates_and_repros(dump
     assert re.search(r"no smaller graph fails the same way: of (\d+) smaller candidates, \1 passed", again.stdout)
 
 
-@pytest.mark.long
 def test_a_model_that_writes_a_buffer_in_forward_minifies(dumps, tmp_path):
     """A KV cache written with copy_ and read back through the only relu (Inductor's injected compile error): the
     whole program, which mutates the buffer, reproduces in a worker, and the repro is the relu alone, fed by an

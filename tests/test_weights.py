@@ -80,7 +80,6 @@ BIG = "nn-wide_mlp48-relu-compile_error"
 
 
 @pytest.mark.compile
-@pytest.mark.long
 def test_a_big_model_minifies_with_its_weights_held_once_and_none_copied_to_disk(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), workload=BIG)
     layout = DumpLayout.of(launcher)

@@ -19,7 +19,6 @@ from minifier.exchange.worklog import forked_by
 
 
 @pytest.mark.compile
-@pytest.mark.long
 async def test_a_killed_server_leaves_no_process_and_its_restart_shows_the_last_checkpoint(tmp_path, dumps):
     ws = tmp_path / "ws"
     # the general search alone (a guess of the failing kernel's nodes could win the first round: 12 -> 1), on one
