@@ -81,7 +81,7 @@ def for_record(record: FailureRecord) -> Iterator[tuple[str, types.Diagnostic]]:
     if kernel and kernel.file and kernel.line and os.path.isfile(kernel.file):
         launcher = types.DiagnosticRelatedInformation(
             location=types.Location(uri=uri_of(record.launcher), range=_line(record.spec.run_repro_line)),
-            message=f"AOTI minifier launcher of {record.id} (minify it from here)",
+            message=f"minifier launcher of {record.noun} {record.id} (minify it from here)",
         )
         column = max(0, (kernel.column or 1) - 1)
         yield (
@@ -94,7 +94,7 @@ def for_record(record: FailureRecord) -> Iterator[tuple[str, types.Diagnostic]]:
                 severity=types.DiagnosticSeverity.Error,
                 source=SOURCE,
                 code=record.signature.kind if record.signature else None,
-                message=f"{_headline(record)} (kernel {kernel.name or '?'}, AOTI failure {record.id})",
+                message=f"{_headline(record)} (kernel {kernel.name or '?'}, {record.noun} {record.id})",
                 related_information=[*_model_lines(record), launcher],
                 data=data,
             ),
@@ -120,7 +120,7 @@ def _fake_kernels(record: FailureRecord, workspace: list[str]) -> Iterator[tuple
         return
     launcher = types.DiagnosticRelatedInformation(
         location=types.Location(uri=uri_of(record.launcher), range=_line(record.spec.run_repro_line)),
-        message=f"AOTI minifier launcher of {record.id}",
+        message=f"minifier launcher of {record.noun} {record.id}",
     )
     for lie in record.failure.fake_kernels:
         if not (lie.file and lie.line and os.path.isfile(lie.file) and _inside(lie.file, workspace)):
@@ -133,7 +133,7 @@ def _fake_kernels(record: FailureRecord, workspace: list[str]) -> Iterator[tuple
                 source=SOURCE,
                 code="fake_kernel",
                 message=f"the fake kernel of {lie.op} gives {lie.fake}, the op returns {lie.real} (node {lie.node}): "
-                f"compiled code trusts the fake kernel (AOTI failure {record.id})",
+                f"compiled code trusts the fake kernel ({record.noun} {record.id})",
                 related_information=[launcher],
                 data={"failureId": record.id},
             ),
@@ -164,14 +164,14 @@ def _launcher_message(record: FailureRecord) -> str:
         "error": f"aoti-minify failed: {record.message}",
     }[record.state]
     if record.signature is None:
-        return f"AOTI failure dumped here; {state}"
-    return f"AOTI failure: {record.signature.describe()} ({state})"
+        return f"{record.noun} dumped here; {state}"
+    return f"{record.noun}: {record.signature.describe()} ({state})"
 
 
 def _headline(record: FailureRecord) -> str:
     if record.failure and record.failure.headline:
         return record.failure.headline
-    return record.signature.describe() if record.signature else "AOTI failure"
+    return record.signature.describe() if record.signature else record.noun
 
 
 def _repro_message(record: FailureRecord) -> str:

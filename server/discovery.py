@@ -170,7 +170,7 @@ class Discovery(Feature):
             if record.launcher not in found:
                 self.forget(record, "it is no longer in the workspace or debugDirRoots")
         await self.refresh(found)
-        ls.log(f"scanned {', '.join(roots) or 'nothing'}: {len(found)} AOTI failure(s)")
+        ls.log(f"scanned {', '.join(roots) or 'nothing'}: {len(found)} failure(s)")
 
     async def refresh(self, launchers: Iterable[str]) -> None:
         """Re-read these failures from disk; a missing launcher means its run folder was deleted."""
@@ -188,7 +188,7 @@ class Discovery(Feature):
                 continue
             if record is None:
                 record = ls.failures.add(launcher)
-                ls.log(f"found AOTI failure {record.id} at {launcher}")
+                ls.log(f"found {record.noun} {record.id} at {launcher}")
             if ls.jobs.working_on(record) is None:  # while a run goes on, its events are the truth
                 record.sync(disk)
             if record.problem:

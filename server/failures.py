@@ -167,6 +167,11 @@ class FailureRecord:
         return DumpLayout.of(self.launcher)
 
     @property
+    def noun(self) -> str:
+        """What failed, as the editor names it: "AOTI failure" or "torch.compile failure"."""
+        return "torch.compile failure" if self.spec and self.spec.kind == "after_aot" else "AOTI failure"
+
+    @property
     def usable(self) -> bool:
         return self.problem is None
 
@@ -328,7 +333,8 @@ class FailureRecord:
         kernel = self.kernel_name
         return FailureItem(
             id=self.id,
-            label=self.signature.describe() if self.signature else "AOTI failure",
+            label=self.signature.describe() if self.signature else self.noun,
+            compiler=self.spec.compiler if self.spec else None,
             run_dir=self.layout.run_dir,
             launcher=uri_of(self.launcher),
             state=self.state,

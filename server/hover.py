@@ -58,7 +58,8 @@ def _kernel_line(record: FailureRecord) -> int | None:
 
 def describe(record: FailureRecord) -> str:
     signature = record.signature
-    parts = [f"**AOTI failure** `{signature.describe()}`" if signature else "**AOTI failure** (not reproduced yet)"]
+    noun = record.noun
+    parts = [f"**{noun}** `{signature.describe()}`" if signature else f"**{noun}** (not reproduced yet)"]
     failure = record.failure
     if failure and failure.headline:
         parts.append(f"```text\n{failure.headline}\n```")

@@ -111,7 +111,7 @@ def plain_json(obj: Any) -> Any:
 @dataclass(frozen=True)
 class FailureItem:
     id: str  # the run folder's name, e.g. "run_2026_11_29_16_34_13_593805-pid_1859" (unique per server)
-    label: str  # short text for the tree: the signature's headline or "AOTI failure"
+    label: str  # short text for the tree: the signature's headline, or "AOTI failure" / "torch.compile failure"
     run_dir: str  # absolute path of torch_compile_debug/run_*
     launcher: str  # file URI of minifier_launcher.py
     state: State
@@ -128,6 +128,7 @@ class FailureItem:
     shrink_uri: str  # the shrink picture (Markdown: nodes over time, the final graph)
     report: str | None  # file URI of report.md, once written
     external_pid: int | None  # pid of an aoti-minify started outside this server (a terminal) that works on it now
+    compiler: str | None  # who compiled the failing graph: "aoti_compile_and_package" or "torch.compile"
 
 
 @dataclass(frozen=True)

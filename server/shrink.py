@@ -83,7 +83,7 @@ def text_curve(points: Sequence[ShrinkPoint]) -> str:
 
 
 def markdown(record: FailureRecord) -> str:
-    what = record.signature.describe() if record.signature else "AOTI failure"
+    what = record.signature.describe() if record.signature else record.noun
     lines = [
         f"# Shrink of {record.id}",
         "",

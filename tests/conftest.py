@@ -44,9 +44,11 @@ def make_dump(
     blocks: int = 6,
     workload: str | None = None,
     repro_level: int | None = None,
+    compiler: str = "aoti",
 ) -> str:
-    """Run the example model with Inductor's injected bug (or a workload of minifier/examples/workloads.py);
-    PyTorch writes the launcher (at repro level 1, OUT/repro.py). Returns its path."""
+    """Run the example model with Inductor's injected bug (or a workload of minifier/examples/workloads.py),
+    compiled by AOTI or torch.compile; PyTorch writes the launcher (at repro level 1, OUT/repro.py). Returns its
+    path."""
     choice = (
         ["--workload", workload]
         if workload
@@ -54,7 +56,7 @@ def make_dump(
     )
     level = ["--repro-level", str(repro_level)] if repro_level else []
     proc = subprocess.run(
-        [sys.executable, "-m", "minifier.examples.dump", "--out", out, *choice, *level],
+        [sys.executable, "-m", "minifier.examples.dump", "--out", out, *choice, *level, "--compiler", compiler],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -182,20 +184,21 @@ class DumpFactory:
         device: str = "cpu",
         workload: str | None = None,
         repro_level: int | None = None,
+        compiler: str = "aoti",
     ) -> str:
-        key = (model, bug, blocks, reproduced, device, workload, repro_level)
+        key = (model, bug, blocks, reproduced, device, workload, repro_level, compiler)
         out = os.path.join(self.base, "-".join(map(str, key)))
         made = out + ".launcher"  # the pristine launcher's path, written once the dump is whole
         with open(out + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not os.path.exists(made):
                 if reproduced:
-                    kind = dict(device=device, workload=workload, repro_level=repro_level)
+                    kind = dict(device=device, workload=workload, repro_level=repro_level, compiler=compiler)
                     launcher = self.get(out, model, bug, blocks, **kind)
                     proc = aoti_minify("run", launcher)
                     assert proc.returncode == 0, proc.stderr[-4000:]
                 else:
-                    launcher = make_dump(out, model, bug, device, blocks, workload, repro_level)
+                    launcher = make_dump(out, model, bug, device, blocks, workload, repro_level, compiler)
                 with open(made, "w") as f:
                     f.write(launcher)
             with open(made) as f:

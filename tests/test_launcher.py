@@ -6,6 +6,7 @@ import pytest
 from minifier.contract.launcher import BadLauncher, find_launcher, parse_launcher, read_launcher
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "seed_launcher.py")
+AFTER_AOT = os.path.join(os.path.dirname(__file__), "data", "after_aot_launcher.py")
 
 
 @pytest.fixture
@@ -33,6 +34,23 @@ def test_reads_pytorchs_launcher_without_running_it(launcher_dir):
     assert spec.run_dir == str(launcher_dir.parent)
 
 
+def test_reads_torch_compiles_launcher_and_names_where_its_graph_is_saved(tmp_path):
+    path = str(tmp_path / "minifier_launcher.py")
+    text = open(AFTER_AOT).read()
+    spec = parse_launcher(text, path)
+    assert spec.kind == "after_aot" and spec.traced and spec.compiler == "torch.compile" and spec.accuracy == ""
+    assert spec.pt2.startswith(str(tmp_path / "aoti-lens-work" / "after_aot-")) and not os.path.exists(spec.pt2)
+    assert spec.torch_version == "2.13.0+cpu" and spec.env["TORCHDYNAMO_REPRO_AFTER"] is None
+    assert ("torch._inductor.config", "cpp.inject_relu_bug_TESTING_ONLY", "compile_error") in [
+        (a.module, a.attr, a.value) for a in spec.config
+    ]
+    edited = text.replace("accuracy=False", "accuracy=True")
+    assert parse_launcher(edited, path).accuracy == "accuracy"
+    assert parse_launcher(edited, path).pt2 != spec.pt2  # another graph, saved apart
+    with pytest.raises(BadLauncher, match="tracing_mode='symbolic'"):
+        parse_launcher(text.replace("tracing_mode='real'", "tracing_mode='symbolic'"), path)
+
+
 def test_accepts_run_and_minifier_folders(launcher_dir):
     expected = str(launcher_dir / "minifier_launcher.py")
     assert find_launcher(str(launcher_dir)) == expected
@@ -50,9 +68,13 @@ def test_missing_program_is_a_clear_error(launcher_dir):
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("import torch\nprint('hello')\n", "not a PyTorch AOTI minifier launcher"),
+        ("import torch\nprint('hello')\n", "not a PyTorch minifier launcher"),
         ("def broken(:\n", "not valid Python"),
-        ("from torch._dynamo.repro.after_aot import run_repro\nrun_repro(mod, load_args)\n", "not for AOTInductor"),
+        (
+            "from torch._dynamo.repro.after_aot import run_repro\nrun_repro(mod, load_args)\n",
+            "without Repro or load_args",
+        ),
+        ("from torch._dynamo.repro.after_dynamo import run_repro\nrun_repro(mod, args)\n", "repro_after='dynamo'"),
         ("from torch._dynamo.repro.aoti import run_repro\nrun_repro(ep, command='minify')\n", "no `exported_program"),
         (
             "from torch._dynamo.repro.aoti import run_repro\nexported_program = torch.export.load('x.pt2')\n"

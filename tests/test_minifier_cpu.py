@@ -241,7 +241,7 @@ def test_bad_inputs_get_clear_messages_and_exit_codes(dumps, tmp_path):
     foreign = tmp_path / "foreign.py"
     foreign.write_text("from torch._dynamo.repro.after_aot import run_repro\nrun_repro(mod, args)\n")
     cases = [
-        (["run", str(foreign)], 3, "not for AOTInductor"),
+        (["run", str(foreign)], 3, "without Repro or load_args"),
         (["run", str(tmp_path / "nothing.py")], 3, "no such file"),
         (["minify", launcher, "--output-dir", "/proc/aoti-lens-nowhere"], 3, "cannot create"),
     ]

@@ -211,8 +211,9 @@ def render_repro(
     weights: str | None = None,
 ) -> str:
     """A checkpoint's script; `weights`: the original program its .pt2 refers to, relative to the script."""
+    hand_on = "  (add `minify` to hand it to PyTorch's own minifier)" if spec.kind == "aoti" else ""
     lines = [f"# {h}" for h in header]
-    lines += ["#", "# Run: python <this file>        (add `minify` to hand it to PyTorch's own minifier)", ""]
+    lines += ["#", f"# Run: python <this file>{hand_on}", ""]
     lines += [f"# {ln}" if ln else "#" for ln in graph_code.splitlines()]
     lines += ["", *_settings(spec, imports)]
     lines += ["", *(_RESTORE_WEIGHTS_DEF if weights else [])]
@@ -220,8 +221,12 @@ def render_repro(
         _pt2_line(pt2_name),
         *([_weights_line(weights)] if weights else []),
         f"config_patches = {spec.portable().config_patches!r}",
+    ]
+    if spec.kind == "after_aot":
+        lines += ["", "", *_RUN_AS_TORCH_COMPILE, ""]
+    lines += [
         "if __name__ == '__main__':",
-        "    from torch._dynamo.repro.aoti import run_repro",
+        *(["    from torch._dynamo.repro.aoti import run_repro"] if spec.kind == "aoti" else []),
         "    with torch.no_grad():",
         f"        run_repro(exported_program, config_patches=config_patches, accuracy={accuracy or False!r}, "
         f"command='run', save_dir=None, check_str={spec.check_str!r})",
@@ -232,17 +237,17 @@ def render_repro(
 
 def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list[str], imports: list[str]) -> str:
     """repro_standalone.py: the graph as code (standalone.py wrote `code`), the launcher's settings, and a
-    main that exports it with the original's dynamic dims, compiles, loads and runs it as the minifier did."""
-    run = ["        compiled(*inputs)"]
-    if accuracy:
-        loose = accuracy == "accuracy"
-        run = [
-            "        from torch._dynamo.debug_utils import AccuracyError, same_two_models",
-            "        # compared as the minifier compares: the exported program's module against the compiled one",
-            "        if not same_two_models(program.module(), compiled, list(inputs), only_fwd=True, "
-            f"require_fp64={loose}, ignore_non_fp={loose}):",
-            "            raise AccuracyError('Bad accuracy detected')",
+    main that compiles and runs it as the minifier did: exported with the original's dynamic dims, compiled and
+    loaded by AOTI, or compiled as torch.compile compiles its graph."""
+    if spec.kind == "after_aot":
+        compile_lines = _compiled_as_torch_compile("model", "inputs", "CONFIG_PATCHES")
+    else:
+        compile_lines = [
+            "program = torch.export.export(model, inputs, dynamic_shapes=DYNAMIC_SHAPES)",
+            "package = torch._inductor.aoti_compile_and_package(program, inductor_configs=CONFIG_PATCHES)",
+            "compiled = torch._inductor.aoti_load_package(package)",
         ]
+    check = _checked(accuracy, "model", "compiled", "inputs", boxed=spec.kind == "after_aot")
     lines = [f"# {h}" for h in header]
     lines += ["#", "# One file, plain PyTorch: python <this file>", ""]
     lines += _settings(spec, imports)
@@ -263,14 +268,66 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
         "if __name__ == '__main__':",
         "    model = Repro()",
         "    inputs = make_inputs()",
-        "    program = torch.export.export(model, inputs, dynamic_shapes=DYNAMIC_SHAPES)",
         "    with torch.no_grad():",
-        "        package = torch._inductor.aoti_compile_and_package(program, inductor_configs=CONFIG_PATCHES)",
-        "        compiled = torch._inductor.aoti_load_package(package)",
-        *run,
+        *(f"        {line}" for line in compile_lines + check),
         "",
     ]
     return "\n".join(lines)
+
+
+def _compiled_as_torch_compile(module: str, inputs: str, patches: str) -> list[str]:
+    """Lines that compile `module` as torch.compile compiles its graph after AOT autograd (Inductor's entry point,
+    as torch._dynamo.repro.after_aot calls it)."""
+    return [
+        "from torch._inductor.compile_fx import compile_fx_inner",
+        "from torch.fx.experimental.proxy_tensor import make_fx",
+        f"graph = make_fx({module}, tracing_mode='real')(*{inputs})",
+        f"with torch._inductor.config.patch({patches}):",
+        f"    compiled = compile_fx_inner(graph, list({inputs}))",
+    ]
+
+
+def _checked(accuracy: str, eager: str, compiled: str, inputs: str, boxed: bool) -> list[str]:
+    """Lines that run the compiled graph, or compare it with eager as the minifier compares (`accuracy`); Inductor's
+    own callable (`boxed`) takes its inputs as one list."""
+    if not accuracy:
+        return [f"{compiled}(list({inputs}))" if boxed else f"{compiled}(*{inputs})"]
+    loose = accuracy == "accuracy"
+    return [
+        "from torch._dynamo.debug_utils import AccuracyError, same_two_models",
+        "# compared as the minifier compares: eager against the compiled graph",
+        f"if not same_two_models({eager}, {compiled}, list({inputs}), only_fwd=True, "
+        f"require_fp64={loose}, ignore_non_fp={loose}):",
+        "    raise AccuracyError('Bad accuracy detected')",
+    ]
+
+
+def _run_as_torch_compile() -> list[str]:
+    body = [
+        "if command != 'run':",
+        "    raise ValueError(f'run_repro(command={command!r}): this script only runs the graph')",
+        "inputs, _ = exported_program.example_inputs",
+        "model = exported_program.module()",
+        *_compiled_as_torch_compile("model", "inputs", "config_patches"),
+        "if not accuracy:",
+        "    compiled(list(inputs))",
+        "    return",
+        "from torch._dynamo.debug_utils import AccuracyError, same_two_models",
+        "loose = accuracy == 'accuracy'",
+        "same = same_two_models(model, compiled, list(inputs), only_fwd=True, require_fp64=loose, ignore_non_fp=loose)",
+        "if not same:",
+        "    raise AccuracyError('Bad accuracy detected')",
+    ]
+    return [
+        "def run_repro(exported_program, config_patches, accuracy, command, **minifier_options):",
+        '    """Compile the graph as torch.compile compiles it after AOT autograd, and run it on the inputs saved with',
+        "    it (compared with eager where `accuracy`). `minifier_options` (save_dir, check_str) are what aoti-minify",
+        '    reads back from the call below."""',
+        *(f"    {line}" for line in body),
+    ]
+
+
+_RUN_AS_TORCH_COMPILE = _run_as_torch_compile()
 
 
 _FALLBACK = "# This graph could not be rebuilt as plain PyTorch code"

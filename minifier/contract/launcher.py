@@ -1,8 +1,14 @@
 """Reading PyTorch's `minifier_launcher.py` (and level-1 `repro.py`) without executing it.
 
-The launcher is code from the workspace. We never run it: we parse it with `ast` and accept only the
+The launcher is code from the workspace. We never run it here: we parse it with `ast` and accept only the
 shape PyTorch writes (literal config assignments, environment lines, `torch.export.load(<path>)` and
 a `run_repro(...)` call with literal keywords). Anything else is reported, not executed.
+
+Two kinds: AOTInductor's (`torch._dynamo.repro.aoti`, the program in a .pt2) and torch.compile's
+(`torch._dynamo.repro.after_aot`, the post-AOT graph as a `Repro` module and its `load_args`). The latter's
+graph exists only as code: a worker runs the launcher's definitions once and saves the graph as an exported
+program in the scratch folder (`pt2` names where; minifier.program.after_aot), the same program every
+other step reads.
 
 Torch-free: the language server reads launchers with this module too.
 """
@@ -11,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import errno
+import hashlib
 import os
 import re
 from dataclasses import dataclass, field, replace
@@ -25,6 +32,10 @@ CONFIG_MODULES = (
     "torch.fx.experimental._config",
 )
 AOTI_RUN_REPRO = "torch._dynamo.repro.aoti"
+AFTER_AOT_RUN_REPRO = "torch._dynamo.repro.after_aot"
+LauncherKind = Literal["aoti", "after_aot"]
+# Our own repro.py of a torch.compile failure compiles as after_aot does, with Inductor's entry point
+COMPILE_FX = "torch._inductor.compile_fx"
 HERE = "os.path.dirname(os.path.abspath(__file__))"  # how our own repro files name their folder
 # Our scripts' call that gives a program the original's weights it refers to (minifier.contract.artifacts)
 RESTORE_WEIGHTS = "restore_weights"
@@ -73,6 +84,13 @@ class LauncherSpec:
     cuda_version: str | None = None
     skipped: list[str] = field(default_factory=list)
     weights: str | None = None  # the original program whose weights `pt2` refers to (one of our checkpoints)
+    kind: LauncherKind = "aoti"  # who compiles: aoti_compile_and_package, or torch.compile's Inductor
+    traced: bool = False  # the graph is code in the launcher (torch.compile's), `pt2` where a worker saves it
+
+    @property
+    def compiler(self) -> str:
+        """The failing call, as the user wrote it."""
+        return "torch.compile" if self.kind == "after_aot" else "aoti_compile_and_package"
 
     def layout(self, output_dir: str | None = None, save_dir: str | None = None) -> DumpLayout:
         """Where this dump's files are and its outputs go (the command line's --output-dir, --save-dir).
@@ -139,16 +157,20 @@ def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> Launche
         tree = ast.parse(text, filename=path)
     except SyntaxError as e:
         raise BadLauncher(f"{path}: not valid Python (line {e.lineno}: {e.msg})") from e
-    _require_aoti(tree, text, path)
+    kind = _launcher_kind(tree, text, path)
     call = _find_run_repro(tree, path)
     kwargs = _literal_keywords(call, path)
     config, env, skipped, pt2_literal, patches, weights = _read_preamble(tree)
-    if pt2_literal is None:
+    if kind == "after_aot" and pt2_literal is None:
+        _require_after_aot_graph(tree, kwargs, path)
+        pt2 = after_aot_program(path, text)
+    elif pt2_literal is None:
         raise BadLauncher(
             f"{path}: no `exported_program = torch.export.load(...)` line; "
-            "only launchers written by torch._inductor's AOTI minifier are supported"
+            "only launchers written by PyTorch's AOTI and torch.compile (after_aot) minifiers are supported"
         )
-    pt2 = _resolve_pt2(pt2_literal, path, require_pt2)
+    else:
+        pt2 = _resolve_pt2(pt2_literal, path, require_pt2)
     accuracy = kwargs.get("accuracy", "")
     accuracy = (
         {True: "accuracy", False: "", None: ""}.get(accuracy, accuracy) if not isinstance(accuracy, str) else accuracy
@@ -175,22 +197,47 @@ def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> Launche
         cuda_version=cuda_version.group(1) if cuda_version and cuda_version.group(1) != "None" else None,
         skipped=skipped,
         weights=os.path.normpath(os.path.join(os.path.dirname(path), weights)) if weights else None,
+        kind=kind,
+        traced=pt2_literal is None,
     )
 
 
-def _require_aoti(tree: ast.Module, text: str, path: str) -> None:
+def after_aot_program(launcher: str, text: str) -> str:
+    """Where a torch.compile launcher's graph is saved as an exported program: the dump's scratch folder, named
+    by the launcher's content (an edited launcher is another graph)."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return os.path.join(DumpLayout.of(launcher).work, f"after_aot-{digest}.pt2")
+
+
+def _launcher_kind(tree: ast.Module, text: str, path: str) -> LauncherKind:
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     if AOTI_RUN_REPRO in modules:
-        return
+        return "aoti"
+    if AFTER_AOT_RUN_REPRO in modules or COMPILE_FX in modules:
+        return "after_aot"
     others = sorted(m for m in modules if m.startswith("torch._dynamo.repro."))
     if others:
         raise BadLauncher(
-            f"{path}: a launcher for {others[0]} (torch.compile), not for AOTInductor; "
-            "aoti-lens minifies torch._inductor.aoti_compile_and_package failures"
+            f"{path}: a launcher for {others[0]} (torch.compile with repro_after='dynamo'), which aoti-lens "
+            "does not read yet; set torch._dynamo.config.repro_after = 'aot' and run the program again"
         )
     if "run_repro" in text:
         raise BadLauncher(f"{path}: calls run_repro but does not import it from {AOTI_RUN_REPRO}")
-    raise BadLauncher(f"{path}: not a PyTorch AOTI minifier launcher (no run_repro call)")
+    raise BadLauncher(f"{path}: not a PyTorch minifier launcher (no run_repro call)")
+
+
+def _require_after_aot_graph(tree: ast.Module, kwargs: dict[str, Any], path: str) -> None:
+    """torch.compile's launcher: a `Repro` module and `load_args` traced with real sizes."""
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    missing = [name for name in ("Repro", "load_args") if name not in defined]
+    if missing:
+        raise BadLauncher(f"{path}: a torch.compile launcher without {' or '.join(missing)}")
+    mode = kwargs.get("tracing_mode", "real")
+    if mode != "real":
+        raise BadLauncher(
+            f"{path}: traced with tracing_mode={mode!r} (dynamic shapes); aoti-lens reads torch.compile launchers "
+            "of static sizes only so far: run again with torch.compile(..., dynamic=False)"
+        )
 
 
 def _find_run_repro(tree: ast.Module, path: str) -> ast.Call:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..contract.artifacts import output_error, prepare, recover
 from ..contract.events import Command, Failure, load_failure
@@ -34,6 +34,8 @@ class Session:
     def open(cls, options: Options) -> Session:
         spec = read_launcher(options.launcher)
         layout = spec.layout(options.output_dir, options.save_dir)
+        if spec.traced:  # its graph is saved where this run writes
+            spec = replace(spec, pt2=os.path.join(layout.work, os.path.basename(spec.pt2)))
         prepare(layout, [spec.path, spec.pt2])
         accuracy = spec.accuracy if options.accuracy is None else options.accuracy
         return cls(options=options, spec=spec, layout=layout, accuracy=accuracy)

@@ -2,6 +2,8 @@
 
 Exports an example model (or `--workload NAME`, one of the real-model workloads of workloads.py),
 turns on the Inductor config that makes it fail and PyTorch's own AOTI minifier dump, and compiles.
+With `--compiler torch.compile` it calls the model under torch.compile instead, with torch.compile's own
+minifier dump on (`repro_after="aot"`).
 PyTorch writes DIR/torch_compile_debug/run_*/minifier/minifier_launcher.py; its path is the last line
 printed. The compile runs in a child process because the failure is real: some kill it (an exception
 thrown inside an OpenMP region aborts), and with repro level 3 the launcher is written before that.
@@ -40,6 +42,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=(1, 2, 3, 4),
         help="PyTorch's aot_inductor.repro_level (default: what the bug needs); 1 writes "
         "OUT/repro.py (command='run') instead of a launcher",
+    )
+    parser.add_argument(
+        "--compiler",
+        default="aoti",
+        choices=("aoti", "torch.compile"),
+        help="aoti_compile_and_package (AOTI's minifier dump), or torch.compile (its after_aot dump)",
     )
     parser.add_argument(
         "--capture",
@@ -91,9 +99,18 @@ def _compile(args: argparse.Namespace, debug_dir: str) -> None:
     model, inputs, dynamic_shapes, config = _workload(args.workload) if args.workload else _example(args)
     if args.repro_level is not None:
         config["aot_inductor.repro_level"] = args.repro_level
+    if args.compiler == "torch.compile":  # torch.compile's dump, at the level AOTI's would have
+        torch._dynamo.config.repro_after = "aot"
+        torch._dynamo.config.repro_level = config.pop("aot_inductor.repro_level", 2)
     for key, value in config.items():  # dotted names, e.g. "cpp.inject_relu_bug_TESTING_ONLY"
         setattr(inductor_config, key, value)
     with torch.no_grad():
+        if args.compiler == "torch.compile":
+            try:
+                torch.compile(model, dynamic=dynamic_shapes is not None)(*inputs)
+            except Exception as e:
+                print(f"compile failed as intended: {type(e).__name__}", file=sys.stderr)
+            return
         program = torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes)
         try:
             torch._inductor.aoti_compile_and_package(program)

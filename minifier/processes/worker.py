@@ -128,6 +128,10 @@ class Worker:
                 f"replaying it with torch {torch.__version__}"
             )
         weights = request.launcher.weights  # one of our checkpoints, whose weights are the original's
+        if request.launcher.traced:
+            failed = _save_after_aot_graph(request.launcher)
+            if failed:
+                return failed
         try:
             self._ep = _load_program(request.launcher.pt2)
             if weights:
@@ -444,6 +448,8 @@ class Worker:
         from ..program.weights import external, leaving_out, with_weights
 
         patches = {**self.init.launcher.config_patches, **(configs or {})}
+        if self.init.launcher.kind == "after_aot":
+            return self._build_as_torch_compile(ep, patches, on_kernel_error)
         if not external(self.weight_bytes, patches):
             return self._build(ep, package, patches, on_kernel_error)
         compiled = with_weights(self._build(ep, package, leaving_out(patches), on_kernel_error), ep)
@@ -462,6 +468,14 @@ class Worker:
                 path = torch._inductor.aoti_compile_and_package(ep, package_path=package, inductor_configs=patches)
             self._enter("load", path)
             return torch._inductor.aoti_load_package(path)
+
+    def _build_as_torch_compile(self, ep, patches: dict, on_kernel_error: Callable[[BaseException], None] | None):
+        from ..program.after_aot import compile_graph
+
+        self._enter("compile", "as torch.compile compiles it")
+        with marking_compile_times(), cpp_build.side_by_side(on_kernel_error):
+            self._have_isas(patches)
+            return compile_graph(ep, patches)
 
     def _have_isas(self, patches: dict) -> None:
         """The CPU vector ISA probe's answer before a compile (`cpu_isa.ensure`); the log says where it came from."""
@@ -876,6 +890,22 @@ def _load_program(path: str):
         raise
     finally:
         logger.removeHandler(keep)
+
+
+def _save_after_aot_graph(launcher) -> p.WorkerFailed | None:
+    """A torch.compile launcher's graph saved as a program; what stops that, said as bad input."""
+    from ..program.after_aot import save_graph
+
+    try:
+        save_graph(launcher)
+    except Exception as e:
+        if disk_full(e):
+            return _disk_full_reply(e)
+        return p.WorkerFailed(
+            code="bad_input",
+            message=f"{launcher.path}: cannot trace the torch.compile launcher's graph: {type(e).__name__}: {e}"[:4000],
+        )
+    return None
 
 
 def _cannot_load(path: str, error: BaseException) -> p.WorkerFailed:

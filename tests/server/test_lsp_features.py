@@ -22,6 +22,7 @@ def failure_json(launcher: str) -> str:
 
 async def test_discovery_puts_a_diagnostic_on_the_run_repro_line(tmp_path, dumps):
     launcher = dumps.get(str(tmp_path / "ws"))
+    compiled = dumps.get(str(tmp_path / "ws"), compiler="torch.compile")  # torch.compile's launcher, same folder
     run_id = os.path.basename(os.path.dirname(os.path.dirname(launcher)))
     async with lsp_session(str(tmp_path / "ws")) as client:
         [diagnostic] = await until(lambda: client.diagnostics.get(uri(launcher)), "the launcher diagnostic")
@@ -29,8 +30,12 @@ async def test_discovery_puts_a_diagnostic_on_the_run_repro_line(tmp_path, dumps
         assert diagnostic.severity == types.DiagnosticSeverity.Warning
         assert diagnostic.message == "AOTI failure dumped here; reproduce or minify it"
         assert diagnostic.data == {"failureId": run_id} and diagnostic.source == "aoti-lens"
-        [item] = await client.failures()
-        assert item == client.item(launcher)
+        [other] = await until(lambda: client.diagnostics.get(uri(compiled)), "the torch.compile launcher's")
+        assert other.message == "torch.compile failure dumped here; reproduce or minify it"
+        assert other.range.start.line == read_launcher(compiled).run_repro_line
+        assert sorted(i["compiler"] for i in await client.failures()) == ["aoti_compile_and_package", "torch.compile"]
+        assert client.item(compiled)["label"] == "torch.compile failure"
+        item = client.item(launcher)
         assert set(item) == {
             "id",
             "label",
@@ -50,6 +55,7 @@ async def test_discovery_puts_a_diagnostic_on_the_run_repro_line(tmp_path, dumps
             "shrinkUri",
             "report",
             "externalPid",
+            "compiler",
         }
         assert item["id"] == run_id and item["state"] == "found" and item["label"] == "AOTI failure"
         assert item["runDir"] == os.path.dirname(os.path.dirname(launcher)) and item["launcher"] == uri(launcher)

@@ -66,7 +66,7 @@ async def test_bad_launchers_get_one_clear_diagnostic_and_no_actions(tmp_path):
         ws,
         "run_3-pid_3",
         failure=False,
-        launcher_text=("from torch._dynamo.repro.after_aot import run_repro\nrun_repro(None)\n"),
+        launcher_text=("from torch._dynamo.repro.after_dynamo import run_repro\nrun_repro(None)\n"),
     )
     good = fake_dump(ws, "run_4-pid_4")
     # keepWarm 0: nothing at all may run, not even the warm-up that the reproduced good launcher would get
@@ -75,7 +75,11 @@ async def test_bad_launchers_get_one_clear_diagnostic_and_no_actions(tmp_path):
             lambda: all(client.diagnostics.get(uri(p)) for p in (not_python, no_pt2, dynamo, good)),
             "diagnostics on all four launchers",
         )
-        reasons = {not_python: "not valid Python", no_pt2: "exported program is missing", dynamo: "not for AOTInductor"}
+        reasons = {
+            not_python: "not valid Python",
+            no_pt2: "exported program is missing",
+            dynamo: "repro_after='dynamo'",
+        }
         for launcher, reason in reasons.items():
             [diagnostic] = client.diagnostics[uri(launcher)]
             assert diagnostic.range.start.line == 0 and diagnostic.severity == types.DiagnosticSeverity.Error

@@ -71,16 +71,23 @@ function mdEscape(text: string): string {
   return text.replace(/([\\`*_{}[\]()#+\-.!|<>])/g, '\\$1');
 }
 
+/** What failed, by who compiled it: AOTInductor's packages or torch.compile. */
+export function failureNoun(f: Pick<FailureItem, 'compiler'>): string {
+  return f.compiler === 'torch.compile' ? 'torch.compile failure' : 'AOTI failure';
+}
+
 export function describeFailure(f: FailureItem): ItemLook {
   const [icon, iconColor] = STATE_ICON[f.state] ?? ['question'];
   const parts = [failureStateText(f)];
+  if (f.compiler === 'torch.compile') parts.push('torch.compile');
   const nodes = nodeCount(f);
   if (nodes) parts.push(nodes);
   if (count(f.externalPid) !== null) parts.push(`in a terminal (pid ${f.externalPid})`);
-  const lines = [`**${mdEscape(f.label || 'AOTI failure')}**`, ''];
+  const lines = [`**${mdEscape(f.label || failureNoun(f))}**`, ''];
   lines.push(`State: ${failureStateText(f)}${nodes ? ` (${nodes})` : ''}`);
   if (f.signature) lines.push('', `Signature: \`${f.signature.replace(/`/g, "'")}\``);
   if (f.kind) lines.push('', `Kind: ${mdEscape(f.kind)}`);
+  if (f.compiler) lines.push('', `Compiled by: \`${f.compiler}\``);
   if (f.message) lines.push('', mdEscape(f.message));
   const stats: string[] = [];
   if (count(f.queries) !== null) stats.push(`${f.queries} queries`);
@@ -88,7 +95,7 @@ export function describeFailure(f: FailureItem): ItemLook {
   if (stats.length) lines.push('', stats.join(', '));
   lines.push('', `Run: \`${f.runDir}\``);
   return {
-    label: f.label || f.signature || 'AOTI failure',
+    label: f.label || f.signature || failureNoun(f),
     description: parts.join(' · '),
     tooltip: lines.join('\n'),
     contextValue: contextValue(f),
@@ -120,7 +127,7 @@ export function statusText(failures: readonly FailureItem[]): { text: string; to
 
 /** A line of a quick pick offering a failure. */
 export function pickLabel(f: FailureItem): { label: string; description: string; detail: string } {
-  return { label: f.label || 'AOTI failure', description: describeFailure(f).description, detail: f.runDir };
+  return { label: f.label || failureNoun(f), description: describeFailure(f).description, detail: f.runDir };
 }
 
 function looksLikeFailure(value: unknown): value is { id: string } {

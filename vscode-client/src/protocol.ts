@@ -95,7 +95,7 @@ export interface CaptureCommand {
 export interface FailureItem {
   /** the run folder's name, e.g. "run_2026_11_29_16_34_13_593805-pid_1859" (unique per server) */
   id: string;
-  /** short text for the tree: the signature's headline or "AOTI failure" */
+  /** short text for the tree: the signature's headline, or "AOTI failure" / "torch.compile failure" */
   label: string;
   /** absolute path of torch_compile_debug/run_* */
   runDir: string;
@@ -128,6 +128,8 @@ export interface FailureItem {
   report: string | null;
   /** pid of an aoti-minify started outside this server (a terminal) that works on it now */
   externalPid: number | null;
+  /** who compiled the failing graph: "aoti_compile_and_package" or "torch.compile" */
+  compiler: string | null;
 }
 
 export interface FailureList {

@@ -21,6 +21,7 @@ export function failure(state: FailureState, extra: Partial<FailureItem> = {}): 
     shrinkUri: VIRTUAL_DOCS.shrink.replace('{id}', id),
     report: null,
     externalPid: null,
+    compiler: 'aoti_compile_and_package',
     ...extra,
   };
 }

@@ -45,6 +45,15 @@ test('label falls back, tooltip carries the details', () => {
   assert.match(look.tooltip, /9 queries, 41 s/);
 });
 
+test('a torch.compile failure says so in its label, description and tooltip', () => {
+  const compiled = failure('found', { label: '', signature: null, compiler: 'torch.compile' });
+  const look = describeFailure(compiled);
+  assert.equal(look.label, 'torch.compile failure');
+  assert.match(look.description, /torch\.compile/);
+  assert.match(look.tooltip, /Compiled by: `torch\.compile`/);
+  assert.doesNotMatch(describeFailure(failure('found')).description, /torch\.compile/);
+});
+
 test('context value flags repro and kernel', () => {
   assert.equal(contextValue({ state: 'minimized', repro: 'file:///r/repro.py', kernelUri: 'aoti:/x/kernels/k.py' }), 'aoti.failure.minimized.repro.kernel');
   assert.equal(contextValue({ state: 'reproduced', repro: null, kernelUri: 'aoti:/x/kernels/k.py' }), 'aoti.failure.reproduced.kernel');

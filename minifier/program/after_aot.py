@@ -1,0 +1,103 @@
+"""torch.compile's launchers (`torch._dynamo.repro.after_aot`): their graph as an exported program, compiled as
+torch.compile compiles it (imports torch; used inside workers only).
+
+Such a launcher holds the post-AOT-autograd graph as code (a `Repro` module) and its inputs as `load_args` (saved
+storages, or random values where none were saved). A worker runs its definitions once and traces the graph as
+after_aot does (make_fx, real sizes); exported, it is a program like an AOTI dump's, so that candidates,
+checkpoints and the repro are made the same way for both. Each compile traces a program's module back to a flat
+ATen graph of its inputs and hands it to Inductor's `compile_fx_inner`: what torch.compile runs after AOT autograd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import types
+from collections.abc import Callable, Iterator
+
+import torch
+from torch.export import ExportedProgram
+
+from ..contract.launcher import CONFIG_MODULES, LauncherSpec
+from ..contract.layout import CHECKPOINTS, DumpLayout
+
+STORAGES = "storages"  # where after_aot's InputWriter saves input values, inside its save_dir
+
+
+def save_graph(spec: LauncherSpec) -> None:
+    """The launcher's graph saved at `spec.pt2`, unless another worker has saved it (one at a time)."""
+    os.makedirs(os.path.dirname(spec.pt2), exist_ok=True)
+    with open(spec.pt2 + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if os.path.isfile(spec.pt2):
+            return
+        program = export_launcher(spec)
+        torch.export.save(program, spec.pt2 + ".tmp")
+        os.replace(spec.pt2 + ".tmp", spec.pt2)
+
+
+def export_launcher(spec: LauncherSpec) -> ExportedProgram:
+    from torch._dynamo.debug_utils import InputReader
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    definitions = _definitions(spec.path)
+    reader = InputReader(save_dir=_saved_inputs(spec))
+    definitions.load_args(reader)
+    args = tuple(reader.args)
+    module = getattr(definitions, "mod", None) or definitions.Repro()
+    with torch.no_grad():
+        graph = make_fx(module, tracing_mode="real")(*args)
+        return torch.export.export(graph, args, strict=False)
+
+
+def compile_graph(program: ExportedProgram, patches: dict) -> Callable:
+    """The program compiled as torch.compile compiles its graph after AOT autograd, on its example inputs' sizes;
+    called with the program's inputs."""
+    from torch._inductor.compile_fx import compile_fx_inner
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    args, _ = program.example_inputs or ((), {})
+    with torch.no_grad(), torch._inductor.config.patch(patches):
+        graph = make_fx(program.module(), tracing_mode="real")(*args)
+        compiled = compile_fx_inner(graph, list(args))
+    return lambda *inputs: compiled(list(inputs))
+
+
+def _definitions(path: str) -> types.ModuleType:
+    """The launcher run as a module, not as a script (its `__main__` block would start PyTorch's minifier). What
+    it sets beyond its definitions (the environment, Inductor's config) is undone: the worker applies the
+    launcher's portable settings itself."""
+    module = types.ModuleType("aoti_lens_after_aot_launcher")
+    module.__file__ = path
+    with open(path, encoding="utf-8") as f:
+        code = compile(f.read(), path, "exec")
+    with _settings_kept():
+        exec(code, module.__dict__)
+    return module
+
+
+@contextlib.contextmanager
+def _settings_kept() -> Iterator[None]:
+    import importlib
+
+    environment = dict(os.environ)
+    configs = [importlib.import_module(name) for name in CONFIG_MODULES]
+    saved = [config.get_config_copy() for config in configs]
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(environment)
+        for config, values in zip(configs, saved):
+            config.load_config(values)
+
+
+def _saved_inputs(spec: LauncherSpec) -> str | None:
+    """The folder holding the launcher's saved input values: its dump's own checkpoints folder, else the save_dir
+    it names (the machine that wrote it); None where neither has them (after_aot then makes random values)."""
+    beside = os.path.join(DumpLayout.of(spec.path).minifier_dir, CHECKPOINTS)
+    for folder in (beside, spec.save_dir):
+        if folder and os.path.isdir(os.path.join(folder, STORAGES)):
+            return folder
+    return None

@@ -1,0 +1,47 @@
+"""torch.compile's own launchers (repro_after="aot"): the same run and minify as AOTI dumps, compiled as
+torch.compile compiles (real compiles on CPU)."""
+
+import json
+import os
+import shutil
+
+import pytest
+from conftest import aoti_minify, events_of, minify, repro_signature
+
+from minifier.contract.launcher import read_launcher
+
+pytestmark = pytest.mark.compile
+
+
+def test_a_torch_compile_failure_minifies_to_the_relu_and_its_repros_run_with_plain_torch(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), bug="compile_error", compiler="torch.compile")
+    assert read_launcher(launcher).kind == "after_aot"
+    run = aoti_minify("run", launcher, "--events")
+    assert run.returncode == 0, run.stderr[-4000:]
+    failure = events_of(run)[-1].failure
+    assert failure.signature.kind == "compile_error" and "CppCompileError" in failure.signature.exc_type
+    saved = json.load(open(os.path.join(os.path.dirname(launcher), "failure.json")))
+    assert saved["signature"]["kind"] == "compile_error"
+
+    _, done = minify(launcher)
+    assert done.nodes == 1 < done.start_nodes and done.signature.matches(failure.signature)
+    repro = open(done.repro).read()
+    assert "torch.ops.aten.relu.default" in repro and "compile_fx_inner" in repro
+    assert "aoti_compile_and_package" not in repro  # compiled as torch.compile compiles, not by AOTI
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(os.path.dirname(done.repro), elsewhere, ignore=shutil.ignore_patterns("aoti-lens-work"))
+    for script in ("repro.py", "repro_standalone.py"):
+        assert repro_signature(str(elsewhere / script)).matches(failure.signature), script
+
+
+def test_a_torch_compile_accuracy_failure_minifies_and_its_checkpoint_minifies_again(dumps, tmp_path):
+    launcher = dumps.get(str(tmp_path), bug="accuracy", compiler="torch.compile")
+    spec = read_launcher(launcher)
+    assert spec.kind == "after_aot" and spec.accuracy == "accuracy"
+    _, done = minify(launcher)
+    assert done.nodes == 1 and done.signature.kind == "accuracy"
+    again = read_launcher(done.repro)  # our repro.py is a torch.compile launcher too
+    assert again.kind == "after_aot" and not again.traced and again.accuracy == "accuracy" and os.path.isfile(again.pt2)
+    proc = aoti_minify("run", done.repro, "--events")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert events_of(proc)[-1].failure.signature.matches(done.signature)
