@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pygls.uris import from_fs_path
 
 from minifier.contract.artifacts import complete_checkpoint, read_repro_graph, repro_stopped
+from minifier.contract.calls import AOTI, CALLS, CompileCall
 from minifier.contract.events import (
     BeginEvent,
     CancelledEvent,
@@ -165,6 +166,11 @@ class FailureRecord:
     @property
     def layout(self) -> DumpLayout:
         return DumpLayout.of(self.launcher)
+
+    @property
+    def call(self) -> CompileCall:
+        """The user's compile call that failed: where a workaround goes."""
+        return CALLS[self.spec.kind] if self.spec else AOTI
 
     @property
     def noun(self) -> str:
@@ -325,7 +331,7 @@ class FailureRecord:
             self.message = f"finding a workaround: {self.trials} compiles"
         elif isinstance(event, TriageEvent):
             self.triage, self.state = event.triage, "minimized"
-            self.message = triage_line(event.triage)
+            self.message = triage_line(event.triage, self.call)
         elif isinstance(event, ErrorEvent):
             self.message = event.message
 
@@ -334,7 +340,7 @@ class FailureRecord:
         return FailureItem(
             id=self.id,
             label=self.signature.describe() if self.signature else self.noun,
-            compiler=self.spec.compiler if self.spec else None,
+            compiler=self.call.name if self.spec else None,
             run_dir=self.layout.run_dir,
             launcher=uri_of(self.launcher),
             state=self.state,
@@ -354,12 +360,11 @@ class FailureRecord:
         )
 
 
-def triage_line(triage: Triage) -> str:
+def triage_line(triage: Triage, call: CompileCall) -> str:
     if not triage.workarounds:
         return f"no workaround among {triage.tried} config changes tried; culprit: {triage.culprit.subsystem}"
-    return (
-        f"workaround verified on the original: {triage.workarounds[0].describe()}; culprit: {triage.culprit.subsystem}"
-    )
+    change = triage.workarounds[0].describe(call)
+    return f"workaround verified on the original: {change}; culprit: {triage.culprit.subsystem}"
 
 
 def uri_of(path: str) -> str:

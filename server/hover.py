@@ -82,7 +82,7 @@ def describe(record: FailureRecord) -> str:
             f"- **culprit** {culprit.subsystem} ({culprit.phase}): {', '.join(f'`{op}`' for op in culprit.ops)}"
         )
         for workaround in record.triage.workarounds:
-            facts.append(f"- **workaround** `{workaround.describe()}` (verified on the original)")
+            facts.append(f"- **workaround** `{workaround.describe(record.call)}` (verified on the original)")
         if not record.triage.workarounds:
             facts.append(f"- **workaround** none among {record.triage.tried} config changes tried")
     facts.append(f"- **state** {record.state}{f': {record.message}' if record.message else ''}")

@@ -1,8 +1,9 @@
 """A verified workaround where the user compiles: once `aoti-minify triage` has verified Inductor configs on
-the original model (triage.json), each `aoti_compile_and_package(...)` call in the workspace's Python files gets
-an Information diagnostic and a quick fix that adds them as `inductor_configs={...}`, merged into a dict the
-call passes already; a workaround that is code (one op left to ATen) is inserted above the call's line. The edit
-is a WorkspaceEdit: the editor applies it, and undoes it, like any other.
+the original model (triage.json), each call in the workspace's Python files that compiles as the failure's did,
+`aoti_compile_and_package(...)` or `torch.compile(...)` (minifier.contract.calls), gets an Information diagnostic
+and a quick fix that adds them as `inductor_configs={...}` or `options={...}`, merged into a dict the call passes
+already; a workaround that is code (one op left to ATen) is inserted above the call's line. The edit is a
+WorkspaceEdit: the editor applies it, and undoes it, like any other.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 from pygls.uris import to_fs_path
 
+from minifier.contract.calls import CALLS, CompileCall
 from minifier.contract.events import Workaround, change_of, registration
 
 from .failures import FailureRecord, uri_of
@@ -29,24 +31,23 @@ CODE = "workaround"
 SKIPPED_FOLDERS = {"node_modules", "__pycache__", "torch_compile_debug", "site-packages", "build", "dist"}
 MAX_FILES = 5000
 MAX_BYTES = 2 << 20
-_CALL = re.compile(r"\baoti_compile_and_package\s*\(")
-_CONFIGS = re.compile(r"\binductor_configs\s*=\s*")
 
 
-def compile_calls(text: str) -> list[int]:
-    """The (0-based) lines that call aoti_compile_and_package, comments and definitions aside."""
+def compile_calls(text: str, call: CompileCall) -> list[int]:
+    """The (0-based) lines that make `call`, comments and definitions aside."""
     lines = text.splitlines()
-    return [i for i, line in enumerate(lines) if _CALL.search(line.split("#")[0]) and "def " not in line]
+    return [i for i, line in enumerate(lines) if call.pattern.search(line.split("#")[0]) and "def " not in line]
 
 
-def call_edit(text: str, line: int, configs: dict[str, Any]) -> types.TextEdit | None:
-    """The edit that makes the call starting on `line` pass `configs` as inductor_configs: added as a keyword,
+def call_edit(text: str, line: int, configs: dict[str, Any], call: CompileCall) -> types.TextEdit | None:
+    """The edit that makes the call starting on `line` pass `configs` as its keyword: added as a keyword,
     or merged ahead of the entries of a dict literal it passes (the user's entries win), or around a name it
     passes (`{**theirs, ...}`). None when the call is not found whole, or passes them already."""
     starts = _offsets(text)
     if line >= len(starts):
         return None
-    found = _CALL.search(text, starts[line])
+    line_end = starts[line + 1] if line + 1 < len(starts) else len(text)
+    found = call.pattern.search(text, starts[line], line_end)
     if found is None:
         return None
     close = _closing(text, found.end())
@@ -54,11 +55,11 @@ def call_edit(text: str, line: int, configs: dict[str, Any]) -> types.TextEdit |
         return None
     args = text[found.end() : close]
     entries = ", ".join(f"{k!r}: {v!r}" for k, v in configs.items())
-    keyword = _CONFIGS.search(args)
+    keyword = re.search(rf"\b{call.keyword}\s*=\s*", args)
     if keyword is None:
         body = args.rstrip()
         at = found.end() + len(body)
-        added = f"inductor_configs={{{entries}}}"
+        added = f"{call.keyword}={{{entries}}}"
         if body.endswith(",") and "\n" in args:  # one argument a line: one more line, indented as the last
             last = body[body.rfind("\n") + 1 :]
             return _insert(text, at, f"\n{last[: len(last) - len(last.lstrip())]}{added},")
@@ -87,11 +88,13 @@ def code_edit(text: str, line: int, code: str) -> types.TextEdit | None:
 
 
 def workaround_edit(text: str, line: int, workaround: dict[str, Any]) -> types.TextEdit | None:
-    """The edit a diagnostic's data (`code` or `inductorConfigs`) asks for at the call on `line`."""
+    """The edit a diagnostic's data (`code` or `inductorConfigs`, for the call its `kind` of failure makes) asks
+    for at the call on `line`."""
     code, configs = workaround.get("code"), workaround.get("inductorConfigs")
     if isinstance(code, str) and code:
         return code_edit(text, line, code)
-    return call_edit(text, line, configs) if isinstance(configs, dict) else None
+    call = CALLS.get(workaround.get("kind", "aoti"))
+    return call_edit(text, line, configs, call) if isinstance(configs, dict) and call else None
 
 
 def _offsets(text: str) -> list[int]:
@@ -150,15 +153,19 @@ def _python_files(folder: str) -> Iterator[str]:
 
 
 def scan(folders: list[str]) -> dict[str, str]:
-    """Each Python file of the workspace that calls aoti_compile_and_package, and its text."""
+    """Each Python file of the workspace that compiles (any of the calls), and its text."""
     calls: dict[str, str] = {}
     for count, path in enumerate(p for folder in folders for p in _python_files(folder)):
         if count >= MAX_FILES:
             break
         text = _read(path)
-        if text is not None and compile_calls(text):
+        if text is not None and _compiles(text):
             calls[path] = text
     return calls
+
+
+def _compiles(text: str) -> bool:
+    return any(compile_calls(text, call) for call in CALLS.values())
 
 
 def _read(path: str) -> str | None:
@@ -174,9 +181,10 @@ def _read(path: str) -> str | None:
 def _message(record: FailureRecord, workaround: Workaround) -> str:
     signature = record.signature.describe() if record.signature else "?"
     error = "" if workaround.max_abs_error is None else f", max abs error {workaround.max_abs_error:.2g} vs eager"
-    how = f"with {workaround.describe()} run before it" if workaround.code else f"with {workaround.describe()}"
+    change = workaround.describe(record.call)
+    how = f"with {change} run before it" if workaround.code else f"with {change}"
     return (
-        f"AOTI failure {record.id} ({signature}) compiles {how}: "
+        f"{record.noun} {record.id} ({signature}) compiles {how}: "
         f"verified on the original model by aoti-lens triage ({workaround.family}{error})"
     )
 
@@ -188,7 +196,7 @@ def _verified(records: list[FailureRecord]) -> list[tuple[FailureRecord, Workaro
 class Workarounds(Feature):
     def __init__(self, ls: AotiLanguageServer) -> None:
         super().__init__(ls)
-        self.calls: dict[str, str] = {}  # each file that calls aoti_compile_and_package: its text
+        self.calls: dict[str, str] = {}  # each file that compiles (aoti_compile_and_package, torch.compile): its text
         self._scanned_for: set[str] = set()
         self._scan: asyncio.Task[None] | None = None
 
@@ -207,7 +215,7 @@ class Workarounds(Feature):
 
     async def _scan_workspace(self) -> None:
         self.calls = await asyncio.to_thread(scan, self.ls.folders())
-        self.ls.log(f"workarounds: {len(self.calls)} file(s) call aoti_compile_and_package")
+        self.ls.log(f"workarounds: {len(self.calls)} file(s) call aoti_compile_and_package or torch.compile")
         self.ls.changed()
 
     def _rescan_file(self, uri: str) -> None:
@@ -215,17 +223,23 @@ class Workarounds(Feature):
         if not path or not path.endswith(".py") or not _verified(self.ls.failures.records()):
             return
         text = _read(path) or ""
-        if text == self.calls.get(path) or (path not in self.calls and not compile_calls(text)):
+        if text == self.calls.get(path) or (path not in self.calls and not _compiles(text)):
             return
         others = {k: v for k, v in self.calls.items() if k != path}
-        self.calls = {**others, path: text} if compile_calls(text) else others
+        self.calls = {**others, path: text} if _compiles(text) else others
         self.ls.changed()
 
     def diagnostics(self, records: list[FailureRecord]) -> Iterator[tuple[str, types.Diagnostic]]:
         for record, workaround in _verified(records):
-            data = {"failureId": record.id, "inductorConfigs": workaround.inductor_configs, "code": workaround.code}
+            kind = record.spec.kind if record.spec else "aoti"
+            data = {
+                "failureId": record.id,
+                "inductorConfigs": workaround.inductor_configs,
+                "code": workaround.code,
+                "kind": kind,
+            }
             for path, text in self.calls.items():
-                for line in compile_calls(text):
+                for line in compile_calls(text, CALLS[kind]):
                     if workaround_edit(text, line, data) is None:  # it has it already (or the call is not whole)
                         continue
                     yield (
@@ -255,7 +269,8 @@ class Workarounds(Feature):
             edit = workaround_edit(text, diagnostic.range.start.line, data) if text is not None else None
             if edit is None:
                 continue
-            change = change_of(data.get("inductorConfigs") or {}, data.get("code") or "")
+            call = CALLS.get(data.get("kind", "aoti"), CALLS["aoti"])
+            change = change_of(data.get("inductorConfigs") or {}, data.get("code") or "", call)
             title = f"Compile with the verified workaround: {change}"
             actions.append(
                 types.CodeAction(

@@ -33,6 +33,15 @@ def test_a_torch_compile_failure_minifies_to_the_relu_and_its_repros_run_with_pl
     for script in ("repro.py", "repro_standalone.py"):
         assert repro_signature(str(elsewhere / script)).matches(failure.signature), script
 
+    triage = aoti_minify("triage", launcher)  # workarounds written as torch.compile users pass them
+    assert triage.returncode == 0, triage.stderr[-4000:]
+    assert "before torch.compile, run" in triage.stdout or "options={" in triage.stdout, triage.stdout
+    assert "inductor_configs" not in triage.stdout and "aoti_compile_and_package" not in triage.stdout
+    report = aoti_minify("report", launcher)
+    assert report.returncode == 0, report.stderr[-4000:]
+    text = open(os.path.join(os.path.dirname(launcher), "report.md")).read()
+    assert text.startswith("# torch.compile failure: CppCompileError") and "torch.compile(model" in text
+
 
 def test_a_torch_compile_accuracy_failure_minifies_and_its_checkpoint_minifies_again(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), bug="accuracy", compiler="torch.compile")

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from . import wire
+from .calls import AOTI, CompileCall
 from .signature import KernelRef, Signature
 
 SCHEMA_VERSION = 1
@@ -248,16 +249,16 @@ class Workaround:
     compile_s: float  # the original's compile, load and run with it
     max_abs_error: float | None  # against eager, over the original's outputs
     verified_on: Target = "original"
-    # Python to run once before aoti_compile_and_package, where no config says it (one op's lowering left to ATen)
+    # Python to run once before the compile, where no config says it (one op's lowering left to ATen)
     code: str = ""
 
-    def describe(self) -> str:
-        return change_of(self.inductor_configs, self.code)
+    def describe(self, call: CompileCall = AOTI) -> str:
+        return change_of(self.inductor_configs, self.code, call)
 
 
-def change_of(configs: dict[str, Any], code: str) -> str:
-    """What a workaround changes for the user: its code's registration, or its configs."""
-    return registration(code) if code else f"inductor_configs={configs!r}"
+def change_of(configs: dict[str, Any], code: str, call: CompileCall = AOTI) -> str:
+    """What a workaround changes for the user: its code's registration, or its configs as `call` takes them."""
+    return registration(code) if code else call.passing(configs)
 
 
 def registration(code: str) -> str:

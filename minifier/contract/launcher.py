@@ -87,11 +87,6 @@ class LauncherSpec:
     kind: LauncherKind = "aoti"  # who compiles: aoti_compile_and_package, or torch.compile's Inductor
     traced: bool = False  # the graph is code in the launcher (torch.compile's), `pt2` where a worker saves it
 
-    @property
-    def compiler(self) -> str:
-        """The failing call, as the user wrote it."""
-        return "torch.compile" if self.kind == "after_aot" else "aoti_compile_and_package"
-
     def layout(self, output_dir: str | None = None, save_dir: str | None = None) -> DumpLayout:
         """Where this dump's files are and its outputs go (the command line's --output-dir, --save-dir).
         The launcher's own save_dir is not followed: it names the folder the dump was written in, on

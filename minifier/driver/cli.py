@@ -15,6 +15,7 @@ import traceback
 
 from ..contract import __version__
 from ..contract.artifacts import DiskFull, OutputError
+from ..contract.calls import CALLS
 from ..contract.events import (
     EXIT_MEANINGS,
     KEEP_WARM_SECONDS,
@@ -361,11 +362,12 @@ def _triaged(session: Session, reporter: Reporter) -> int:
         f"the original failed {found.failures} of {found.runs} unchanged runs"
         + ("" if found.deterministic else ": not deterministic")
     )
+    call = CALLS[session.spec.kind]
     for workaround in found.workarounds:
         error = "n/a" if workaround.max_abs_error is None else f"{workaround.max_abs_error:.2g}"
-        how = f"inductor_configs={workaround.inductor_configs!r}"
+        how = call.passing(workaround.inductor_configs)
         if workaround.code:
-            how = "before aoti_compile_and_package, run\n" + textwrap.indent(workaround.code, "    ")
+            how = f"before {call.name}, run\n" + textwrap.indent(workaround.code, "    ")
         verified = f"verified on the original ({workaround.compile_s:.1f} s, max abs error {error})"
         reporter.result(f"workaround, {verified}: {how}")
     if not found.workarounds and not found.tried:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..contract.artifacts import read_repro_graph, rebuilt_standalone
+from ..contract.calls import CALLS, CompileCall
 from ..contract.events import DoneEvent, EventsTail, Failure, Triage, last_run, load_failure, load_triage
 from ..contract.launcher import LauncherSpec, read_launcher
 from ..contract.layout import DEBUG_DIR, DumpLayout
@@ -170,22 +171,29 @@ def _user() -> str:
         return "unknown"
 
 
+# Per kind of launcher: the report's title, the failing entry point, what was minimized
+_FAILED_CALLS = {
+    "aoti": ("AOTI failure", "torch._inductor.aoti_compile_and_package / aoti_load_package", "the exported program"),
+    "after_aot": ("torch.compile failure", "torch.compile", "the graph Inductor compiles (after AOT autograd)"),
+}
+
+
 def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env: dict[str, Any]) -> str:
     repro = rebuilt_standalone(layout) or layout.repro_py
     with open(repro, encoding="utf-8") as f:
         repro_text = f.read()
     graph = read_repro_graph(layout.repro_py) or "(repro.py holds no readable graph)"
     shrink = _shrink(layout, repro_text)
+    title, entry, graph_of = _FAILED_CALLS[spec.kind]
     signature = (
         failure.signature.describe()
         if failure
-        else (shrink.signature.describe() if shrink and shrink.signature else "AOTI failure")
+        else (shrink.signature.describe() if shrink and shrink.signature else title)
     )
-    entry = "torch._inductor.aoti_compile_and_package / aoti_load_package"
-    lines = [f"# AOTI failure: {signature}", "", "### Describe the bug", "", f"`{entry}` fails with `{signature}`."]
+    lines = [f"# {title}: {signature}", "", "### Describe the bug", "", f"`{entry}` fails with `{signature}`."]
     if shrink:
         lines[-1] += (
-            f" aoti-lens minimized the exported program from {shrink.start_nodes} to {shrink.nodes} "
+            f" aoti-lens minimized {graph_of} from {shrink.start_nodes} to {shrink.nodes} "
             f"graph node{'s' if shrink.nodes != 1 else ''}; the repro below fails the same way."
         )
     lines.append("")
@@ -199,7 +207,7 @@ def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env:
     name = os.path.basename(repro)
     note = " (loads `repro.pt2` beside it: attach that file too)" if repro == layout.repro_py else ""
     repro_part = [f"Repro, `{name}`{note}: run `python {name}`.", "", _fence(repro_text, "python"), ""]
-    after = [*triage_sections(_triage(layout)), "Config:", "", *_config(spec, env)]
+    after = [*triage_sections(_triage(layout), CALLS[spec.kind]), "Config:", "", *_config(spec, env)]
     after += ["### Versions", "", *_versions(env, failure)]
     folders = machine_folders(spec, layout)
     # the repro as it is: it names no path of this machine, and must run as pasted
@@ -215,7 +223,7 @@ def _triage(layout: DumpLayout) -> Triage | None:
         return None
 
 
-def triage_sections(triage: Triage | None) -> list[str]:
+def triage_sections(triage: Triage | None, call: CompileCall) -> list[str]:
     """What `aoti-minify triage` found: the culprit, and each verified workaround as the call that ships it."""
     if triage is None:
         return []
@@ -231,16 +239,14 @@ def triage_sections(triage: Triage | None) -> list[str]:
         return [*lines, f"None found among {triage.tried} Inductor config changes tried (aoti-lens triage).", ""]
     for workaround in triage.workarounds:
         error = "" if workaround.max_abs_error is None else f", max abs error {workaround.max_abs_error:.2g} vs eager"
+        shipped = call.shipped(workaround.inductor_configs)
+        if workaround.code:
+            shipped = f"{workaround.code}\n{call.shipped({})}"
         lines += [
             f"Verified on the original model by aoti-lens triage ({workaround.family}: compiles, runs and matches "
             f"eager{error}):",
             "",
-            _fence(
-                f"{workaround.code}\ntorch._inductor.aoti_compile_and_package(ep)"
-                if workaround.code
-                else f"torch._inductor.aoti_compile_and_package(ep, inductor_configs={workaround.inductor_configs!r})",
-                "python",
-            ),
+            _fence(shipped, "python"),
             "",
         ]
     return lines

@@ -11,6 +11,7 @@ from lsp_helpers import FAKE_RUN_REPRO_LINE, converter, fake_dump, fake_python, 
 from lsprotocol import types
 
 from minifier.contract import wire
+from minifier.contract.calls import AOTI, TORCH_COMPILE
 from minifier.contract.events import (
     Culprit,
     FakeMismatch,
@@ -30,8 +31,8 @@ FALLBACK = fallback_code("aten.any.dim")
 LOOP_ORDER = Workaround(CONFIGS, "loop order", 5.2, 1.2e-07)
 
 
-def applied(text: str, line: int, configs=CONFIGS, code: str = "") -> str | None:
-    edit = workaround_edit(text, line, {"inductorConfigs": configs, "code": code})
+def applied(text: str, line: int, configs=CONFIGS, code: str = "", kind: str = "aoti") -> str | None:
+    edit = workaround_edit(text, line, {"inductorConfigs": configs, "code": code, "kind": kind})
     if edit is None:
         return None
     lines = text.splitlines(keepends=True)
@@ -58,7 +59,19 @@ def test_the_edit_adds_the_keyword_or_merges_into_what_the_call_passes():
     assert applied("aoti_compile_and_package(ep, inductor_configs={'pick_loop_orders': False})", 0) is None
     assert applied("aoti_compile_and_package(ep,", 0) is None  # not whole: no edit
     calls = "# aoti_compile_and_package(ep)\ndef aoti_compile_and_package(x):\n  aoti_compile_and_package(x)\n"
-    assert compile_calls(calls) == [2]
+    assert compile_calls(calls, AOTI) == [2]
+
+
+def test_a_torch_compile_failure_s_workaround_goes_into_torch_compile_s_options():
+    assert applied("fast = torch.compile(model)\n", 0, kind="after_aot") == (
+        "fast = torch.compile(model, options={'pick_loop_orders': False})\n"
+    )
+    assert applied(
+        "f = torch.compile(model, mode='max-autotune', options={'trace.enabled': True})", 0, kind="after_aot"
+    ) == ("f = torch.compile(model, mode='max-autotune', options={'pick_loop_orders': False, 'trace.enabled': True})")
+    both = "ep_pkg = aoti_compile_and_package(ep)\nfast = torch.compile(model)\n"
+    assert compile_calls(both, TORCH_COMPILE) == [1] and compile_calls(both, AOTI) == [0]
+    assert applied(both, 0, kind="after_aot") is None  # an AOTI call is not where a torch.compile workaround goes
 
 
 def test_a_workaround_that_is_code_goes_above_the_call_once():
