@@ -7,6 +7,7 @@ from minifier.exchange.provenance import (
     failing_launch,
     kernel_slices,
     last_generated,
+    pybinding_name,
     resolve_kernel,
     untraced_failure,
     user_frame,
@@ -289,3 +290,16 @@ def test_a_slice_of_a_node_of_several_outputs_keeps_its_getitems_and_a_cond_its_
         name="cpp_fused_gt_mul_relu_0", aten_ops=["gt", "mul", "relu"], source_nodes=["gt", "cond"], exact=True
     )
     assert kernel_slices(kernel, graph) == [parts, {"gt"}, {"gt"} | parts]
+
+
+def test_a_python_wrapper_s_cpp_kernel_is_named_by_the_wrapper_that_holds_its_source():
+    # torch.compile's wrapper module binds each C++ kernel's source to its name; the built file adds a binding
+    kernel = 'extern "C" void kernel(const float* in_ptr0, float* out_ptr0)\n{\n    out_ptr0[0] = in_ptr0[0];\n}\n'
+    wrapper = (
+        "cpp_fused_add_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''\n"
+        'extern "C" void kernel(const float* in_ptr0, float* out_ptr0)\n{\n}\n' + "''')\n\n"
+        "cpp_fused_relu_1 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''\n" + kernel + "''')\n"
+    )
+    built = f"\n{kernel}\n// Python bindings to call kernel():\n#include <Python.h>\n"
+    assert pybinding_name(wrapper, built) == "cpp_fused_relu_1"
+    assert pybinding_name(wrapper, "int other() {}") is None

@@ -20,6 +20,9 @@ def test_a_torch_compile_failure_minifies_to_the_relu_and_its_repros_run_with_pl
     assert run.returncode == 0, run.stderr[-4000:]
     failure = events_of(run)[-1].failure
     assert failure.signature.kind == "compile_error" and "CppCompileError" in failure.signature.exc_type
+    # the Python wrapper builds each C++ kernel as `kernel`: named, and traced to its nodes, as under AOTI
+    assert failure.kernel.name.startswith("cpp_fused") and failure.kernel.exact
+    assert "relu" in failure.kernel.source_nodes
     saved = json.load(open(os.path.join(os.path.dirname(launcher), "failure.json")))
     assert saved["signature"]["kind"] == "compile_error"
 

@@ -38,6 +38,9 @@ _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fun
 _SOURCE_NODES = re.compile(r"Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
 _DEF = re.compile(r"^def (?P<name>triton_\w+)\(", re.M)
 _CPP_FUNC = re.compile(r'^extern "C"\s+void\s+(?P<name>\w+)\(', re.M)
+_PYBINDING = re.compile(
+    r"^(?P<name>\w+) = async_compile\.cpp_pybinding\(\[[^\]]*\], r'''(?P<source>.*?)'''", re.M | re.S
+)
 _LIBRARY_PARTS = (f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}", f"{os.sep}lib{os.sep}python")
 MAX_KERNEL_SOURCE = 256 * 1024
 
@@ -439,6 +442,20 @@ def _name_at_line(source: str | None, line: int | None) -> str | None:
         return names[0][1]
     enclosing = [name for start, name in names if start <= line]
     return enclosing[-1] if enclosing else names[0][1]
+
+
+PYBINDING_KERNEL = "kernel"  # the name of every C++ kernel's function under Inductor's Python wrapper
+
+
+def pybinding_name(wrapper: str, source: str) -> str | None:
+    """The name Inductor's Python wrapper module gives the C++ kernel whose file holds `source` (the kernel's code,
+    then the binding Inductor appends)."""
+    source = source.strip()
+    for found in _PYBINDING.finditer(wrapper):
+        body = found.group("source").strip()
+        if body and source.startswith(body):
+            return found.group("name")
+    return None
 
 
 def _named_source_nodes(name: str | None, texts: list[str], graph: GraphInfo) -> list[str]:

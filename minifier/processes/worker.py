@@ -24,13 +24,15 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..contract.archive import weight_bytes
 from ..contract.layout import CACHES, PACKAGES
 from ..contract.procs import WORKER_NAME, env_set, name_process
-from ..contract.signature import Phase, analyze_error
+from ..contract.signature import ErrorAnalysis, Phase, analyze_error, kernel_ops
 from ..exchange import worker_protocol as p
+from ..exchange.provenance import PYBINDING_KERNEL, pybinding_name, read_kernel_source
 from ..exchange.worklog import (
     CODEGEN_FAILED,
     LOG_LIMIT,
@@ -293,7 +295,7 @@ class Worker:
                 _remove_saved(saved)
                 return _short_of_memory(request.key, start, e, code)
             text = f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}"
-            error = analyze_error(type(e).__name__, str(e), self.phase, raising_frame(e))
+            error = _analyzed(e, self.phase)
             poisoned = _poisons_cuda(text) or type(e).__name__ == "AcceleratorError"
             return p.Outcome(
                 key=request.key,
@@ -561,6 +563,23 @@ def import_if_installed(module: str) -> bool:
     return True
 
 
+def _analyzed(error: BaseException, phase: Phase | None) -> ErrorAnalysis:
+    """The error's signature and kernel. A C++ kernel of Inductor's Python wrapper (torch.compile's) is built as a
+    function named `kernel`: its own name is the one the wrapper module in the traceback gives its source."""
+    analysis = analyze_error(type(error).__name__, str(error), phase, raising_frame(error))
+    kernel = analysis.kernel
+    if kernel is None or kernel.name not in (None, PYBINDING_KERNEL) or not kernel.file:
+        return analysis
+    source = read_kernel_source(kernel) or ""
+    wrappers = {f.filename for link in _causes(error) for f in traceback.extract_tb(link.__traceback__)}
+    for wrapper in sorted(w for w in wrappers if w.endswith(".py") and os.path.isfile(w)):
+        with open(wrapper, encoding="utf-8", errors="replace") as f:
+            name = pybinding_name(f.read(), source)
+        if name:
+            return replace(analysis, kernel=replace(kernel, name=name, aten_ops=kernel_ops(name)))
+    return analysis
+
+
 def raising_frame(error: BaseException) -> str | None:
     """`module.function` of the innermost frame that raised `error` (its original cause, when it wraps one)."""
     while error.__cause__ is not None:
@@ -640,7 +659,7 @@ def recording_provenance():
             finally:
                 for key, info in debug.create_kernel_information_json().items():
                     nodes = kernels.setdefault(key, [])
-                    nodes.extend(n for n in info.get("pre_grad_nodes", []) if n not in nodes)
+                    nodes.extend(n for n in _source_nodes(info) if n not in nodes)
 
     debug.reset_provenance_globals = reading_on_exit
     patches = {"trace.provenance_tracking_level": 1, "aot_inductor.debug_intermediate_value_printer": "3"}
@@ -659,7 +678,13 @@ def provenance_so_far() -> None:
 
     read = getattr(debug, "create_kernel_information_json", None)
     if read is not None:
-        provenance_mark({key: list(info.get("pre_grad_nodes", [])) for key, info in read().items()})
+        provenance_mark({key: _source_nodes(info) for key, info in read().items()})
+
+
+def _source_nodes(info: dict) -> list[str]:
+    """The program's nodes a kernel came from. A graph compiled as torch.compile compiles it after AOT autograd
+    (compile_fx_inner) has no pre-grad graph: its own nodes are the post-grad ones."""
+    return list(info.get("pre_grad_nodes") or info.get("post_grad_nodes") or [])
 
 
 @contextlib.contextmanager

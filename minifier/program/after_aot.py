@@ -58,10 +58,19 @@ def compile_graph(program: ExportedProgram, patches: dict) -> Callable:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     args, _ = program.example_inputs or ((), {})
-    with torch.no_grad(), torch._inductor.config.patch(patches):
+    with torch.no_grad(), torch._inductor.config.patch(patches), _provenance_scope():
         graph = make_fx(program.module(), tracing_mode="real")(*args)
         compiled = compile_fx_inner(graph, list(args))
     return lambda *inputs: compiled(list(inputs))
+
+
+def _provenance_scope():
+    """The scope of Inductor's kernel provenance that torch.compile's outer compile opens around the inner one (where
+    this torch has it): what the worker reads the failing kernel's nodes from."""
+    import torch._inductor.debug as debug
+
+    scope = getattr(debug, "reset_provenance_globals", None)
+    return scope() if scope is not None else contextlib.nullcontext()
 
 
 def _definitions(path: str) -> types.ModuleType:
