@@ -27,6 +27,7 @@ from minifier.contract.events import (
     last_run,
     parse_event,
 )
+from minifier.contract.launcher import read_launcher
 from minifier.contract.layout import DumpLayout, launchers_in
 from minifier.driver.minify import PoolTester, Progress
 from minifier.driver.options import Options
@@ -307,6 +308,24 @@ def test_capture_keeps_a_failure_that_kills_the_program(tmp_path):
         ("run", logged[0].pid),
     ]
     assert isinstance(logged[-1], FailureEvent)
+
+
+def test_capture_keeps_a_torch_compile_failure_that_kills_the_program(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        USER_PROGRAM.replace(
+            "program = torch.export.export(model, inputs)\n", "compiled = torch.compile(model, dynamic=False)\n"
+        ).replace("torch._inductor.aoti_load_package(torch._inductor.aoti_compile_and_package(program))", "compiled")
+    )
+    proc = aoti_minify(
+        "capture", "--dir", str(tmp_path), "--compiler", "torch.compile", "--events", "--", sys.executable, str(script)
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "killed by SIGSEGV" in proc.stderr
+    failure = [e for e in events_of(proc) if e.event == "failure"][-1].failure
+    assert failure.signature.exc_type == "RuntimeError" and failure.signature.kind == "runtime_error"
+    assert failure.launcher.endswith(".capture1/minifier/minifier_launcher.py")
+    assert read_launcher(failure.launcher).kind == "after_aot"
 
 
 def test_report_of_a_minified_failure(dumps, tmp_path):

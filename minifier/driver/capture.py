@@ -3,7 +3,10 @@
 A device-side assert or an illegal memory access poisons the process's CUDA context, and PyTorch's dump after the
 failure then dies copying weights off the GPU, leaving a corrupt .pt2. Under capture, PyTorch also dumps every AOTI
 compile *before* compiling (AOTINDUCTOR_REPRO_LEVEL=3, or 4 for accuracy); capture snapshots each dump as it
-appears, before the failing compile can overwrite it, then reproduces every snapshot in an isolated worker. A dump
+appears, before the failing compile can overwrite it, then reproduces every snapshot in an isolated worker.
+For torch.compile (`--compiler torch.compile`), its after_aot dump before each compiled graph runs (repro level 3,
+or 4 for accuracy). That level dumps no compile error, and its dump switch breaks AOTI compiles in the same
+process (torch 2.13: `compile_fx_aot` asserts), so one capture turns on one compiler's dumps. A dump
 of the same program again (PyTorch's own dump after the failure, with the config as it was then) replaces its
 earlier snapshot instead of adding one. Each snapshot's events log starts with a `capture` begin event at once, so
 that an editor shows it as being worked on, not as a new failure to reproduce itself.
@@ -33,14 +36,15 @@ class Captured:
     launchers: list[str]
 
 
-def capture(command: list[str], debug_dir: str, accuracy: bool) -> Captured:
+def capture(command: list[str], debug_dir: str, accuracy: bool, compiler: str = "aoti") -> Captured:
     debug_dir = os.path.abspath(debug_dir)
-    env = dict(
-        os.environ,
-        DUMP_AOTI_MINIFIER="1",
-        AOTINDUCTOR_REPRO_LEVEL="4" if accuracy else "3",
-        TORCH_COMPILE_DEBUG_DIR=debug_dir,
+    level = "4" if accuracy else "3"
+    dumps = (
+        {"TORCHDYNAMO_REPRO_AFTER": "aot", "TORCHDYNAMO_REPRO_LEVEL": level}
+        if compiler == "torch.compile"
+        else {"DUMP_AOTI_MINIFIER": "1", "AOTINDUCTOR_REPRO_LEVEL": level}
     )
+    env = dict(os.environ, **dumps, TORCH_COMPILE_DEBUG_DIR=debug_dir)
     started = time.time()
     try:
         proc = subprocess.Popen(command, env=env)
@@ -93,10 +97,14 @@ class Snapshots:
 
 
 def _program_hash(launcher: str) -> str:
-    """The dumped program's bytes: two dumps of one compile hold the same program."""
+    """The dumped program's bytes: two dumps of one compile hold the same program (a torch.compile launcher holds
+    it as code, which names the folder it was written in)."""
     try:
-        path = read_launcher(launcher, require_pt2=False).pt2
-        with open(path, "rb") as f:
+        spec = read_launcher(launcher, require_pt2=False)
+        if spec.traced:
+            with open(launcher, encoding="utf-8") as f:
+                return hashlib.sha256(f.read().replace(spec.save_dir or "", "").encode()).hexdigest()
+        with open(spec.pt2, "rb") as f:
             return hashlib.sha256(f.read()).hexdigest()
-    except (BadLauncher, OSError):
+    except (BadLauncher, OSError, UnicodeDecodeError):
         return f"unreadable:{launcher}:{time.monotonic_ns()}"

@@ -206,10 +206,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     capture = commands.add_parser(
         "capture",
-        help="run a program so that AOTI failures that kill it are still dumped",
-        description="aoti-minify capture [--dir DIR] -- python train.py ...",
+        help="run a program so that AOTI (or torch.compile) failures that kill it are still dumped",
+        description="aoti-minify capture [--dir DIR] [--compiler torch.compile] -- python train.py ...",
     )
     capture.add_argument("--dir", default=".", help="folder that receives torch_compile_debug/ (default: .)")
+    capture.add_argument(
+        "--compiler",
+        default="aoti",
+        choices=("aoti", "torch.compile"),
+        help="whose dumps to turn on: aoti_compile_and_package's (default) or torch.compile's (repro_after='aot', "
+        "each graph dumped before it runs; its compile errors are then not dumped, and AOTI compiles fail)",
+    )
     capture.add_argument("--accuracy", action="store_true", help="also dump on accuracy failures (repro level 4)")
     capture.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
     capture.add_argument(
@@ -409,7 +416,7 @@ def capture(args: argparse.Namespace) -> int:
     if not program:
         return _fail(reporter, ExitCode.USAGE, "nothing to run: aoti-minify capture -- python train.py")
     try:
-        captured = run_captured(program, args.dir, args.accuracy)
+        captured = run_captured(program, args.dir, args.accuracy, args.compiler)
     except ValueError as e:
         return _fail(reporter, ExitCode.BAD_INPUT, str(e))
     reporter.say(f"the program {captured.exit_status}; captured {len(captured.launchers)} dump(s)")
@@ -417,7 +424,9 @@ def capture(args: argparse.Namespace) -> int:
         return _fail(
             reporter,
             ExitCode.DID_NOT_FAIL,
-            "no AOTI compile was dumped: did the program call torch._inductor.aoti_compile_and_package?",
+            "no AOTI compile was dumped: did the program call torch._inductor.aoti_compile_and_package?"
+            if args.compiler == "aoti"
+            else "no torch.compile graph was dumped: did the program run a torch.compile'd function?",
         )
     codes = [
         execute("run", Options(launcher=path, events=args.events, imports=args.imports)) for path in captured.launchers
