@@ -4,7 +4,9 @@ poisons the process first), into the script's workspace folder where discovery f
 appear.
 
 Offered as a code lens and a code action on each line of a Python file that calls
-`aoti_compile_and_package` / `aoti_load_package`. `aoti/captureCommand` gives a client the command
+`aoti_compile_and_package` / `aoti_load_package`, or, in a script that makes no such call, `torch.compile`
+(captured with `--compiler torch.compile`: one capture turns on one compiler's dumps, and torch.compile's
+break AOTI compiles in the same process). `aoti/captureCommand` gives a client the command
 line to run in a terminal (the VS Code client does); the `aoti.capture` command runs it here in the
 background for other editors. Either way only in a trusted workspace: the script is workspace code.
 """
@@ -31,14 +33,27 @@ from .protocol import CAPTURE, CAPTURE_COMMAND, UNTRUSTED, CaptureCommand, Captu
 if TYPE_CHECKING:
     from .server import AotiLanguageServer
 
-TITLE = "Capture AOTI failures of this script"
+TITLES = {
+    "aoti": "Capture AOTI failures of this script",
+    "torch.compile": "Capture torch.compile failures of this script",
+}
 REQUEST_FAILED = -32803  # LSP's RequestFailed
-_CALL = re.compile(r"^(?!\s*(#|def\s|import\s|from\s)).*\baoti_(compile_and_package|load_package)\s*\(")
+_CODE = r"^(?!\s*(#|def\s|import\s|from\s)).*"
+_CALLS = {
+    "aoti": re.compile(_CODE + r"\baoti_(compile_and_package|load_package)\s*\("),
+    "torch.compile": re.compile(_CODE + r"\btorch\.compile\s*\("),
+}
 
 
-def aoti_calls(text: str) -> list[int]:
-    """The (0-based) lines that call aoti_compile_and_package or aoti_load_package."""
-    return [i for i, line in enumerate(text.splitlines()) if _CALL.search(line)]
+def compiling_lines(text: str) -> tuple[str, list[int]]:
+    """Whose failures a capture of this script dumps (AOTI's, where it makes an AOTI call), and the (0-based) lines
+    that make that compiler's calls."""
+    lines = text.splitlines()
+    for compiler, call in _CALLS.items():
+        found = [i for i, line in enumerate(lines) if call.search(line)]
+        if found:
+            return compiler, found
+    return "aoti", []
 
 
 def command_line(ls: AotiLanguageServer, script: str) -> CaptureCommand:
@@ -49,25 +64,36 @@ def command_line(ls: AotiLanguageServer, script: str) -> CaptureCommand:
     else:
         program = [settings.python, script]
     imports = [arg for module in settings.imports for arg in ("--import", module)]
-    argv = [settings.python, "-m", "minifier", "capture", "--dir", folder, *imports, "--", *program]
+    compiler, _ = compiling_lines(_read(script))
+    which = ["--compiler", compiler] if compiler != "aoti" else []
+    argv = [settings.python, "-m", "minifier", "capture", "--dir", folder, *which, *imports, "--", *program]
     return CaptureCommand(argv=tuple(argv), cwd=folder, title=f"aoti-lens capture: {os.path.basename(script)}")
 
 
 def capture_actions(ls: AotiLanguageServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     lines = set(range(params.range.start.line, params.range.end.line + 1))
-    if not lines & set(_calls_in(ls, params.text_document.uri)):
+    compiler, calls = _calls_in(ls, params.text_document.uri)
+    if not lines & set(calls):
         return []
-    command = types.Command(title=TITLE, command=CAPTURE, arguments=[params.text_document.uri])
-    return [types.CodeAction(title=TITLE, kind=types.CodeActionKind.Empty, command=command)]
+    command = types.Command(title=TITLES[compiler], command=CAPTURE, arguments=[params.text_document.uri])
+    return [types.CodeAction(title=TITLES[compiler], kind=types.CodeActionKind.Empty, command=command)]
 
 
-def _calls_in(ls: AotiLanguageServer, uri: str) -> list[int]:
+def _calls_in(ls: AotiLanguageServer, uri: str) -> tuple[str, list[int]]:
     if not uri.endswith(".py") or not to_fs_path(uri):
-        return []
+        return "aoti", []
     try:
-        return aoti_calls(ls.workspace.get_text_document(uri).source)
+        return compiling_lines(ls.workspace.get_text_document(uri).source)
     except (OSError, UnicodeDecodeError):
-        return []
+        return "aoti", []
+
+
+def _read(script: str) -> str:
+    try:
+        with open(script, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 class Capture(Feature):
@@ -82,14 +108,15 @@ class Capture(Feature):
         @ls.feature(types.TEXT_DOCUMENT_CODE_LENS)
         def code_lens(params: types.CodeLensParams) -> list[types.CodeLens]:
             uri = params.text_document.uri
+            compiler, calls = _calls_in(ls, uri)
             return [
                 types.CodeLens(
                     range=types.Range(
                         start=types.Position(line=line, character=0), end=types.Position(line=line, character=0)
                     ),
-                    command=types.Command(title=TITLE, command=CAPTURE, arguments=[uri]),
+                    command=types.Command(title=TITLES[compiler], command=CAPTURE, arguments=[uri]),
                 )
-                for line in _calls_in(ls, uri)
+                for line in calls
             ]
 
         @ls.feature(CAPTURE_COMMAND)
@@ -136,7 +163,7 @@ class Capture(Feature):
         self._running[script] = process
         ls.log(f"capturing {script}: {shlex.join(command.argv)} (pid {process.pid})")
         ls.tell(
-            f"aoti-lens: capturing the AOTI failures of {os.path.basename(script)}; they appear as they are dumped",
+            f"aoti-lens: capturing the failures of {os.path.basename(script)}; they appear as they are dumped",
             types.MessageType.Info,
         )
         assert process.stdout is not None

@@ -10,7 +10,7 @@ import os
 import shutil
 import socket
 
-from lsp_helpers import fake_dump, fake_failure, fake_python, lsp_session, processes_in, until, uri, write
+from lsp_helpers import fake_dump, fake_failure, fake_python, lsp_session, plain, processes_in, until, uri, write
 from lsprotocol import types
 from pytest_lsp import client_capabilities
 
@@ -161,7 +161,7 @@ async def test_neovim_captures_a_script_and_sees_its_failure_without_file_watchi
     python = fake_capture(str(tmp_path / "python"), str(ws), staged_run)
     async with lsp_session(str(ws), capabilities=neovim()) as client:
         pulled(client, {"trusted": True, "python": python, "keepWarm": 0})
-        await until(lambda: client.logged(r"^scanned .*: 0 AOTI failure"), "the first scan")
+        await until(lambda: client.logged(r"^scanned .*: 0 failure"), "the first scan")
         lenses = await client.text_document_code_lens_async(
             types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri(script)))
         )
@@ -190,6 +190,22 @@ async def test_neovim_captures_a_script_and_sees_its_failure_without_file_watchi
         )
         assert client.logged(r"following aoti-minify capture \(pid \d+\) started outside the editor")
     assert processes_in(str(tmp_path)) == []
+
+
+async def test_a_torch_compile_script_is_captured_with_torch_compile_s_dumps(tmp_path):
+    ws = tmp_path / "ws"
+    script = write(str(ws / "train.py"), "import torch\nfrom model import model, x\n\nfast = torch.compile(model)\n")
+    async with lsp_session(str(ws), settings={"trusted": True, "keepWarm": 0}) as client:
+        lenses = await client.text_document_code_lens_async(
+            types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri(script)))
+        )
+        assert [(lens.range.start.line, lens.command.title) for lens in lenses] == [
+            (3, "Capture torch.compile failures of this script")
+        ]
+        command = plain(await client.protocol.send_request_async("aoti/captureCommand", {"uri": uri(script)}))
+        argv = command["argv"]
+        assert argv[argv.index("capture") :][:5] == ["capture", "--dir", str(ws), "--compiler", "torch.compile"]
+        assert argv[-1] == script
 
 
 async def test_settings_are_pulled_per_workspace_folder(tmp_path):
