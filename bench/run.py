@@ -75,7 +75,7 @@ from minifier.contract.archive import weight_bytes
 from minifier.contract.artifacts import relocate_dump
 from minifier.contract.events import Triage
 from minifier.contract.launcher import read_launcher
-from minifier.contract.layout import MINIFIER, REPRO_STANDALONE, DumpLayout
+from minifier.contract.layout import MINIFIER, REPRO_STANDALONE, TRIAGE_JSON, DumpLayout
 from minifier.contract.procs import exit_text
 from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS
 from minifier.exchange.worklog import forked_by, logs_under
@@ -263,6 +263,7 @@ def save(out: str, measures: list[Measure], timelines: list[str]) -> None:
 
 
 DRIVER_LOG = "aoti-minify.log"  # what `aoti-minify minify` printed on stderr, beside its dump copy
+TRIAGE_LOG = "aoti-minify-triage.log"  # what `aoti-minify triage` printed on stderr, beside the same copy
 
 TOOLS = {
     "pytorch": "theirs",
@@ -378,9 +379,13 @@ def pack_logs(tgz: str, folder: str, name: str, limit: int = 1 << 20) -> None:
     if os.path.exists(tgz):
         with tarfile.open(tgz) as old:
             members = [(m, old.extractfile(m).read()) for m in old.getmembers() if m.isfile()]
-    driver = os.path.join(folder, DRIVER_LOG)
-    repros = glob.glob(os.path.join(folder, "**", MINIFIER, REPRO_STANDALONE), recursive=True)
-    for log in logs_under(folder) + ([driver] if os.path.exists(driver) else []) + repros:
+    drivers = [p for p in (os.path.join(folder, DRIVER_LOG), os.path.join(folder, TRIAGE_LOG)) if os.path.exists(p)]
+    outputs = [
+        found
+        for name in (REPRO_STANDALONE, TRIAGE_JSON)
+        for found in glob.glob(os.path.join(folder, "**", MINIFIER, name), recursive=True)
+    ]
+    for log in logs_under(folder) + drivers + outputs:
         with open(log, "rb") as f:
             data = f.read(limit)
         members.append((tarfile.TarInfo(f"{name}/{os.path.relpath(log, folder)}"), data))
@@ -586,6 +591,8 @@ def run_triage(folder: str, name: str, workers: int, env: dict[str, str]) -> Mea
         env=env,
     )
     seconds = round(time.monotonic() - started, 1)
+    with open(os.path.join(folder, TRIAGE_LOG), "w", encoding="utf-8") as f:
+        f.write(proc.stderr)
     events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     found = next((e["triage"] for e in events if e["event"] == "triage"), None)
     if proc.returncode != 0 or found is None:
