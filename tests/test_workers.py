@@ -743,3 +743,27 @@ def test_a_querys_need_is_the_weights_it_reads_unless_held_and_the_values_it_is_
     assert need(graph, None, held=False) == 1000 + 10 + 20 + 20
     assert need(graph, None, held=True) == 10 + 20 + 20
     assert need(graph, {"relu"}, held=False) == 20 + 20  # fed mm's value, makes its own
+
+
+def test_a_model_that_cannot_run_in_fp64_is_compared_in_its_own_precision():
+    # The accuracy check's fp64 reference fails for such a model (a bf16 Llama on the GPU did): an fp32 run stands
+    # in, so that a matching run passes and a diverging one is still an accuracy failure.
+    torch = pytest.importorskip("torch")
+    from torch._dynamo.debug_utils import AccuracyError
+
+    from minifier.processes.worker import check_accuracy
+
+    class NoFp64(torch.nn.Module):
+        def __init__(self, shift: float = 0.0) -> None:
+            super().__init__()
+            self.shift = shift
+
+        def forward(self, x):
+            if x.dtype == torch.float64:
+                raise RuntimeError("this model has no float64 kernel")
+            return (x * 2 + self.shift,)
+
+    args = (torch.randn(8),)
+    check_accuracy(NoFp64(), NoFp64(), args, "accuracy")
+    with pytest.raises(AccuracyError):
+        check_accuracy(NoFp64(), NoFp64(shift=1.0), args, "accuracy")
