@@ -46,7 +46,7 @@ EXIT_MEANINGS = {
     ExitCode.OK: "reproduced (`run`) / minimized (`minify`) / demo finished / fork server warm (`warm`)",
     ExitCode.DID_NOT_FAIL: "the program does not fail (with the expected error) here",
     ExitCode.USAGE: "usage error",
-    ExitCode.BAD_INPUT: "bad input: not an AOTI launcher, missing or corrupt .pt2, unwritable output folder",
+    ExitCode.BAD_INPUT: "bad input: not a launcher it reads, missing or corrupt .pt2, unwritable output folder",
     ExitCode.ENVIRONMENT: "environment: no C++ compiler, no torch in this interpreter, workers cannot start, disk full",
     ExitCode.INTERNAL: "internal error (a bug in aoti-lens; the message says where the logs are)",
     ExitCode.BUSY: "another aoti-minify works on this dump (the message names its pid; a reproduction is waited for, "
