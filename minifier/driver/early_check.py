@@ -7,15 +7,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..processes.pool import Result, WorkerLost
-from .evidence import Context, Source
+from ..processes.pool import Pool, Result, WorkerLost
 from .rebuild import Trial, standalone_trial
+from .reporter import Reporter
 from .search import Candidate, key_of
+from .session import Session
 
 
-class EarlyCheck(Source):
-    def __init__(self, context: Context, header: Callable[[int], list[str]], progress: Callable[[], str]) -> None:
-        super().__init__(context)
+class EarlyCheck:
+    """An `evidence.Evidence` that brings no leads: it needs neither the search's space nor its graph."""
+
+    def __init__(
+        self,
+        session: Session,
+        pool: Pool,
+        reporter: Reporter,
+        header: Callable[[int], list[str]],
+        progress: Callable[[], str],
+    ) -> None:
+        self.session, self.pool, self.reporter = session, pool, reporter
         self.header = header  # repro_standalone.py's header for a graph of N nodes
         self.progress = progress  # the progress line the reporter prints
         self.started: tuple[Candidate, Trial] | None = None

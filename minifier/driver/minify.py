@@ -109,7 +109,7 @@ class PoolTester:
         # node sets a failure likely needs several of, as evidence finds them (the race reads this list)
         self.together: list[Candidate] = self.accuracy.shown_together()
         self.kernel = KernelEvidence(context, self.together)
-        self.early = EarlyCheck(context, self.standalone_header, progress.line)
+        self.early = EarlyCheck(session, pool, reporter, self.standalone_header, progress.line)
         self.evidence: tuple[Evidence, ...] = (self.accuracy, self.kernel, self.early)
 
     # --- search.Tester -----------------------------------------------------------------------------

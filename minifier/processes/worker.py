@@ -385,9 +385,8 @@ class Worker:
     def _probe_just_in_time(self, ep, gm, inputs, names: list[str], accuracy: str) -> list[str]:
         """The probe's nodes that diverge when Inductor compiles the program just in time: the same lowering and
         kernels as the package's, run from Python, without the C++ wrapper and AOTI runtime whose build is most of
-        a small graph's compile. It specializes sizes, and a bug
-        of the wrapper or of AOT mode alone does not show: none found (or its compile raised) leaves it to the
-        package."""
+        a small graph's compile. It specializes sizes, and a bug of the wrapper or of AOT mode alone does not
+        show: none found (or its compile raised) leaves it to the package."""
         import torch
 
         patches = dict(self.init.launcher.config_patches)
