@@ -19,7 +19,7 @@ import pytest
 from minifier.contract.artifacts import relocate_dump
 from minifier.contract.events import DoneEvent, LogEvent, StandaloneEvent, parse_event
 from minifier.contract.procs import WORKER_NAME
-from minifier.contract.signature import Signature, analyze_error
+from minifier.contract.signature import Signature, script_signature
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_TORCH = importlib.util.find_spec("torch") is not None
@@ -113,9 +113,9 @@ def repro_signature(repro: str, allowed: tuple[str, ...] = ("os", "torch")) -> S
     imports = re.findall(r"^\s*(?:import|from) (\S+)", open(repro).read(), re.M)
     stdlib = ("base64", "math")
     assert all(name.split(".")[0] in (*allowed, *stdlib) or name in allowed for name in imports), imports
-    last = re.findall(r"^([\w.]+(?:Error|Exception)): ", proc.stderr, re.M)
-    exc_type = last[-1] if last else "Error"
-    return analyze_error(exc_type.rsplit(".", 1)[-1], proc.stderr[proc.stderr.rfind(exc_type) :]).signature
+    signature = script_signature(proc.stderr)
+    assert signature is not None, proc.stderr[-3000:]
+    return signature
 
 
 def program_facts(pt2: str, *imports: str) -> dict:

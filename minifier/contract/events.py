@@ -233,6 +233,7 @@ class ReportEvent:
 
 # triage.json's own version, apart from the events' (a file kept beside repro.py, read by other tools too).
 TRIAGE_VERSION = 1
+VERSIONS_VERSION = 1  # versions.json's, likewise
 Target = Literal["minimal", "original"]
 # "fixes": a change made the graph compile and run (on the original: and match eager); "passes": an unchanged
 # run of the original did not fail (a flaky failure)
@@ -306,6 +307,42 @@ def load_triage(path: str) -> Triage:
     if not isinstance(data, dict) or data.get("v") != TRIAGE_VERSION:
         raise wire.WireError(f"{path}: not a triage.json of schema v{TRIAGE_VERSION}")
     return wire.decode(Triage, data)
+
+
+ReleaseVerdict = Literal["same_failure", "passes", "other_error", "cannot_run"]
+
+
+@dataclass(frozen=True)
+class ReleaseRun:
+    """One torch release running the minimal repro, in an environment of its own."""
+
+    release: str
+    verdict: ReleaseVerdict
+    detail: str  # the other error's signature, why it cannot run, what it installed
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Versions:
+    """What `aoti-minify versions` found; saved as versions.json beside repro.py."""
+
+    signature: Signature  # the failure each release is checked for
+    script: str  # the repro the releases ran
+    device: str
+    runs: list[ReleaseRun]  # in the order they ran
+    first_bad: str | None  # the oldest release that fails the same way (newer ones all failing)
+    last_good: str | None  # the release just before it, which passes
+    fixed_in: str | None  # the oldest release newer than the dump's own that passes
+    torch_version: str = ""  # the dump's own
+    v: int = VERSIONS_VERSION
+
+
+def load_versions(path: str) -> Versions:
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or data.get("v") != VERSIONS_VERSION:
+        raise wire.WireError(f"{path}: not a versions.json of schema v{VERSIONS_VERSION}")
+    return wire.decode(Versions, data)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@
           repro.py + repro.pt2                     `minify`: the last checkpoint
           repro_standalone.py                      `minify`: the same graph as plain PyTorch code
           triage.json                              `triage`: a verified workaround and the culprit
+          versions.json                            `versions`: which torch releases have the failure
           report.md                                `report`: a PyTorch bug report of the repro
           aoti-lens-work/                          scratch: worker logs, values.pt, candidates/, packages/, caches/
             events.jsonl                             every run's events, appended (the editor tails it)
@@ -45,6 +46,7 @@ REPRO_PY = "repro.py"
 REPRO_STANDALONE = "repro_standalone.py"  # the graph as plain PyTorch code; report.md prefers it
 REPORT_MD = "report.md"
 TRIAGE_JSON = "triage.json"
+VERSIONS_JSON = "versions.json"
 EVENTS_LOG = "events.jsonl"
 CAPTURE_SUFFIX = ".capture"
 MINIFIED = ".minified"  # suffix of the output folder of a launcher not named LAUNCHER
@@ -118,6 +120,10 @@ class DumpLayout:
     @property
     def triage_json(self) -> str:
         return os.path.join(self.root, TRIAGE_JSON)
+
+    @property
+    def versions_json(self) -> str:
+        return os.path.join(self.root, VERSIONS_JSON)
 
     @property
     def report_md(self) -> str:

@@ -116,8 +116,20 @@ def analyze_error(exc_type: str, text: str, phase: Phase | None = None, frame: s
     return _analysis(inner_type, headline, _kernel_named_in(text), phase)
 
 
+def script_signature(stderr: str) -> Signature | None:
+    """The signature of what a Python script raised, from its stderr: the last exception line of its traceback."""
+    found = list(_RAISED.finditer(stderr))
+    if not found:
+        return None
+    exc_type = found[-1].group("type")
+    return analyze_error(exc_type.rsplit(".", 1)[-1], stderr[found[-1].start() :]).signature
+
+
 def crash_signature(signal_name: str) -> Signature:
     return Signature(exc_type="WorkerCrash", message=signal_name, kind="crash")
+
+
+_RAISED = re.compile(r"^(?P<type>[\w.]+(?:Error|Exception))(?::|$)", re.M)
 
 
 def _kind(exc_type: str, phase: Phase | None) -> Kind:

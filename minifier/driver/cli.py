@@ -36,6 +36,7 @@ from .devices import default_devices, default_workers
 from .options import Options
 from .reporter import Reporter
 from .session import Session
+from .versions import ENVIRONMENTS
 
 
 def _bool(text: str) -> bool:
@@ -244,6 +245,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
 
+    versions = commands.add_parser(
+        "versions",
+        help="run the minimal repro under other torch releases (each in an environment uv makes): which have the bug",
+        description="aoti-minify versions DUMP [--releases 2.9.1,2.15.0] [--find-links DIR [--offline]]",
+    )
+    versions.add_argument("launcher")
+    versions.add_argument(
+        "--releases",
+        default="",
+        help="comma-separated releases, each run (default: bisect the newest patch of each minor from 2.9)",
+    )
+    versions.add_argument("--find-links", default=None, metavar="DIR", help="a folder of torch wheels to install from")
+    versions.add_argument("--index-url", default=None, help="another package index (nightly wheels, a mirror)")
+    versions.add_argument("--offline", action="store_true", help="install from --find-links only")
+    versions.add_argument("--timeout", type=float, default=600.0, help="seconds per release's run (default 600)")
+    versions.add_argument(
+        "--envs", default=ENVIRONMENTS, metavar="DIR", help=f"where the environments are kept ({ENVIRONMENTS})"
+    )
+
     demo = commands.add_parser("demo", help="dump the bundled failing model, then reproduce and minify it")
     demo.add_argument("--dir", default="aoti-lens-demo", help="folder for the dump (default ./aoti-lens-demo)")
     demo.add_argument("--device", default=None, choices=("cpu", "cuda"), help="default: cuda when available")
@@ -262,6 +282,8 @@ def main(argv: list[str] | None = None) -> int:
         return demo(args)
     if args.command == "capture":
         return capture(args)
+    if args.command == "versions":
+        return versions(args)
     if args.command == "report":
         return report(args)
     options = Options(**{k: v for k, v in vars(args).items() if k in Options.__dataclass_fields__})
@@ -446,6 +468,30 @@ def report(args: argparse.Namespace) -> int:
         return _fail(reporter, ExitCode.BAD_INPUT, f"cannot write the report: {e}")
     reporter.emit(ReportEvent(path=written.path))
     reporter.result(f"wrote {written.path}")
+    return ExitCode.OK
+
+
+def versions(args: argparse.Namespace) -> int:
+    from .releases import Sources
+    from .versions import CannotCheck, VersionsOptions, check_versions, releases_line
+
+    if args.offline and not args.find_links:
+        return _fail(Reporter(False), ExitCode.USAGE, "--offline installs from a wheel folder: name it, --find-links")
+    options = VersionsOptions(
+        releases=[r.strip() for r in args.releases.split(",") if r.strip()],
+        sources=Sources(find_links=args.find_links, index_url=args.index_url, offline=args.offline),
+        timeout=args.timeout,
+        environments=args.envs,
+    )
+    reporter = Reporter(False)
+    try:
+        found = check_versions(args.launcher, options, say=reporter.say)
+    except (BadLauncher, CannotCheck) as e:
+        return _fail(reporter, ExitCode.BAD_INPUT, str(e))
+    except OSError as e:
+        return _fail(reporter, ExitCode.ENVIRONMENT, f"cannot write versions.json: {e}")
+    reporter.result(releases_line(found))
+    reporter.result(f"versions: {os.path.join(os.path.dirname(found.script), 'versions.json')}")
     return ExitCode.OK
 
 

@@ -25,10 +25,20 @@ from typing import Any
 
 from ..contract.artifacts import read_repro_graph, rebuilt_standalone
 from ..contract.calls import CALLS, CompileCall
-from ..contract.events import DoneEvent, EventsTail, Failure, Triage, last_run, load_failure, load_triage
+from ..contract.events import (
+    DoneEvent,
+    EventsTail,
+    Failure,
+    Triage,
+    last_run,
+    load_failure,
+    load_triage,
+    load_versions,
+)
 from ..contract.launcher import LauncherSpec, read_launcher
 from ..contract.layout import DEBUG_DIR, DumpLayout
 from ..contract.procs import PACKAGE_PARENT, with_this_package
+from .versions import releases_line
 
 ENVIRONMENT_TIMEOUT = 300.0
 EXCERPT_LINES = 25
@@ -208,12 +218,21 @@ def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env:
     note = " (loads `repro.pt2` beside it: attach that file too)" if repro == layout.repro_py else ""
     repro_part = [f"Repro, `{name}`{note}: run `python {name}`.", "", _fence(repro_text, "python"), ""]
     after = [*triage_sections(_triage(layout), CALLS[spec.kind]), "Config:", "", *_config(spec, env)]
-    after += ["### Versions", "", *_versions(env, failure)]
+    after += ["### Versions", "", *_versions(env, failure), *_releases(layout)]
     folders = machine_folders(spec, layout)
     # the repro as it is: it names no path of this machine, and must run as pasted
     return "\n".join(
         [with_placeholders("\n".join(lines), folders), *repro_part, with_placeholders("\n".join(after), folders)]
     )
+
+
+def _releases(layout: DumpLayout) -> list[str]:
+    """What `aoti-minify versions` found, as the bug template asks (reproduces on, first bad, last good)."""
+    try:
+        found = load_versions(layout.versions_json)
+    except (OSError, ValueError):
+        return []
+    return ["", f"Releases (aoti-lens versions, each in a fresh environment): {releases_line(found)}.", ""]
 
 
 def _triage(layout: DumpLayout) -> Triage | None:

@@ -1,0 +1,111 @@
+"""`aoti-minify versions DUMP`: which torch releases have the minimized failure, from wheels (cargo-bisect-rustc's
+way, not a source build): the repro run under the newest release, then a binary search (bisect.py), each release
+in an environment of its own (releases.py). versions.json beside repro.py; report.md's Releases line reads it."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..contract import wire
+from ..contract.artifacts import rebuilt_standalone, write_text
+from ..contract.events import DoneEvent, EventsTail, Versions, last_run, load_failure
+from ..contract.launcher import read_launcher
+from ..contract.layout import DumpLayout
+from ..contract.signature import Signature
+from .bisect import Bisection, bisect_releases
+from .releases import Environments, ReleaseProber, Sources, latest_patches, releases_in, releases_on_pypi, version_key
+
+ENVIRONMENTS = os.path.join(os.path.expanduser("~"), ".cache", "aoti-lens", "torch-envs")
+
+
+class CannotCheck(ValueError):
+    """Nothing to check: no minimal repro, no failure to look for, or no list of releases."""
+
+
+@dataclass(frozen=True)
+class VersionsOptions:
+    releases: list[str]  # to run, every one of them; empty: bisect the default set
+    sources: Sources
+    timeout: float = 600.0
+    environments: str = ENVIRONMENTS
+
+
+def check_versions(launcher: str, options: VersionsOptions, say=print) -> Versions:
+    spec = read_launcher(launcher, require_pt2=False)
+    layout = spec.layout()
+    script = rebuilt_standalone(layout) or (layout.repro_py if os.path.isfile(layout.repro_py) else None)
+    if script is None:
+        raise CannotCheck(f"{layout.root} has no repro.py yet: run `aoti-minify minify {spec.path}` first")
+    target, device = _target(layout)
+    prober = ReleaseProber(
+        Environments(os.path.join(options.environments, device), options.sources), script, target, options.timeout
+    )
+
+    def probe(release: str):
+        say(f"torch {release}: installing and running {os.path.basename(script)}")
+        run = prober(release)
+        say(f"torch {release}: {run.verdict.replace('_', ' ')} ({run.detail}, {run.seconds:.0f} s)")
+        return run
+
+    if options.releases:
+        found = Bisection(runs=[probe(r) for r in sorted(options.releases, key=version_key)])
+    else:
+        found = bisect_releases(_default_releases(options.sources), spec.torch_version, probe, version_key)
+    versions = Versions(
+        signature=target,
+        script=script,
+        device=device,
+        runs=found.runs,
+        first_bad=found.first_bad,
+        last_good=found.last_good,
+        fixed_in=found.fixed_in,
+        torch_version=spec.torch_version or "",
+    )
+    write_text(layout.versions_json, wire.dumps(versions))
+    return versions
+
+
+def releases_line(versions: Versions) -> str:
+    """report.md's Releases line: what the bug tracker's template asks."""
+    same = [r.release for r in versions.runs if r.verdict == "same_failure"]
+    passing = [r.release for r in versions.runs if r.verdict == "passes"]
+    parts = [f"reproduces on {', '.join(same) or 'none of those run'}"]
+    if passing:
+        parts.append(f"passes on {', '.join(passing)}")
+    if versions.first_bad:
+        last_good = f", last good {versions.last_good}" if versions.last_good else ""
+        parts.append(f"first bad {versions.first_bad}{last_good}")
+    if versions.fixed_in:
+        parts.append(f"fixed in {versions.fixed_in}")
+    silent = ("other_error", "cannot_run")
+    others = [f"{r.release} ({r.verdict.replace('_', ' ')})" for r in versions.runs if r.verdict in silent]
+    if others:
+        parts.append(f"not telling: {', '.join(others)}")
+    return "; ".join(parts)
+
+
+def _target(layout: DumpLayout) -> tuple[Signature, str]:
+    """The failure each release is checked for, and the dump's device (the build to install)."""
+    try:
+        failure = load_failure(layout.failure_json)
+        return failure.signature, "cuda" if failure.device.startswith("cuda") else "cpu"
+    except (OSError, ValueError):
+        pass
+    done = [e for e in last_run(EventsTail(layout.events_log).read().events) if isinstance(e, DoneEvent)]
+    if done and done[-1].signature is not None:
+        return done[-1].signature, "cpu"
+    raise CannotCheck(f"{layout.root}: no failure.json nor a minify's end to say which failure to look for")
+
+
+def _default_releases(sources: Sources) -> list[str]:
+    """The newest patch of each minor release from 2.9: from the wheel folder offline, else from PyPI."""
+    if sources.offline:
+        return latest_patches(releases_in(sources.find_links or ""))
+    try:
+        return latest_patches(releases_on_pypi())
+    except (OSError, ValueError, KeyError) as e:
+        local = releases_in(sources.find_links or "")
+        if local:
+            return latest_patches(local)
+        raise CannotCheck(f"cannot list torch's releases ({e}): name them with --releases, or a wheel folder") from e
