@@ -32,6 +32,7 @@ from .protocol import (
     SHOW_SHRINK,
     TRIAGE,
     UNTRUSTED,
+    VERSIONS,
     graph_uri,
     kernel_uri,
     shrink_uri,
@@ -52,6 +53,7 @@ def available(record: FailureRecord, working: Working | None) -> list[tuple[str,
         actions.append(("Find a workaround", TRIAGE))
         if record.repro:
             actions[:0] = [("Open repro.py", OPEN_REPRO), ("Prepare a PyTorch bug report", REPORT)]
+            actions.append(("Check other torch releases", VERSIONS))
         if record.history:
             actions += [("Show shrinking graph", SHOW_GRAPH), ("Show the shrink curve", SHOW_SHRINK)]
     elif working.job is None:
@@ -76,6 +78,7 @@ class Actions(Feature):
         ls.command(CANCEL)(handler(self.cancel))
         ls.command(REPORT)(handler(self.report))
         ls.command(TRIAGE)(handler(self.triage))
+        ls.command(VERSIONS)(handler(self.versions))
         ls.command(SHOW_SHRINK)(handler(self.show_shrink))
         ls.command(OPEN_REPRO)(handler(self.open_repro))
         ls.command(SHOW_GRAPH)(handler(self.show_graph))
@@ -192,6 +195,21 @@ class Actions(Feature):
             )
         else:
             ls.tell(f"{record.id}: aoti-minify (pid {record.external.pid}) could not be stopped from here")
+
+    def versions(self, failure_id: str) -> None:
+        ls = self.ls
+        record = _lookup(ls, failure_id)
+        if record is None or not _allowed(ls, record):  # it runs the repro: workspace code
+            return
+        if not record.repro:
+            ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
+        elif (working := ls.jobs.working_on(record)) is not None:
+            ls.tell(
+                f"{record.id} is being worked on ({working.describe()}); check other releases when that has ended",
+                types.MessageType.Info,
+            )
+        else:
+            ls.jobs.start(record, "versions", user=True)
 
     def report(self, failure_id: str) -> None:
         ls = self.ls

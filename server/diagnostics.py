@@ -179,7 +179,8 @@ def _repro_message(record: FailureRecord) -> str:
     reproduces = record.signature.describe() if record.signature else "the original failure"
     if record.state == "cancelled":
         return f"partial repro (minification cancelled): {nodes}, reproduces {reproduces}"
-    return f"minimal repro: {nodes}, reproduces {reproduces}"
+    releases = f"; torch releases: {record.releases}" if record.releases else ""
+    return f"minimal repro: {nodes}, reproduces {reproduces}{releases}"
 
 
 def _model_lines(record: FailureRecord) -> list[types.DiagnosticRelatedInformation]:

@@ -31,8 +31,10 @@ from minifier.contract.events import (
     Triage,
     TriageEvent,
     TrialEvent,
+    VersionsEvent,
     load_failure,
     load_triage,
+    load_versions,
 )
 from minifier.contract.launcher import BadLauncher, LauncherSpec, read_launcher
 from minifier.contract.layout import DumpLayout, checkpoint_nodes
@@ -57,6 +59,7 @@ class OnDisk:
     checkpoint_graph: str | None
     report: str | None
     triage: Triage | None = None  # triage.json, when a triage of this repro wrote one
+    releases: str | None = None  # versions.json's Releases line, when a check of this repro wrote one
 
     @property
     def checkpoint_nodes(self) -> int | None:
@@ -100,7 +103,15 @@ def read_disk(launcher: str) -> OnDisk | None:
         checkpoint_graph=read_repro_graph(checkpoint) if checkpoint else None,
         report=layout.report_md if os.path.isfile(layout.report_md) else None,
         triage=_triage(layout) if has_repro else None,
+        releases=_releases(layout) if has_repro else None,
     )
+
+
+def _releases(layout: DumpLayout) -> str | None:
+    try:
+        return load_versions(layout.versions_json).line()
+    except (OSError, ValueError):
+        return None
 
 
 def _triage(layout: DumpLayout) -> Triage | None:
@@ -161,6 +172,7 @@ class FailureRecord:
     external: BeginEvent | None = None  # an aoti-minify this server did not start, working on it now
     triage: Triage | None = None
     trials: int = 0  # config changes a running triage has tried
+    releases: str | None = None  # which torch releases have it (`aoti-minify versions`)
     waiting_for_memory: int = 0  # candidates of the running job that wait to run alone
 
     @property
@@ -240,6 +252,7 @@ class FailureRecord:
         new_result = (disk.failure, disk.repro) != (self.failure, self.repro) or recovered or self.message is None
         self.failure, self.repro, self.report = disk.failure, disk.repro, disk.report
         self.triage = disk.triage
+        self.releases = disk.releases
         if self.failure is not None:
             self.signature = self.failure.signature
         if (disk.repro or disk.interrupted) and disk.checkpoint_nodes is not None and not self.history:
@@ -282,6 +295,8 @@ class FailureRecord:
             return
         if isinstance(event, ReportEvent):
             self.report = event.path
+        elif isinstance(event, VersionsEvent):
+            self.releases = event.releases
         elif isinstance(event, FailureEvent):
             self.failure, self.signature = event.failure, event.failure.signature
             self.state, self.message = "reproduced", f"reproduced in {event.failure.seconds:.0f} s"

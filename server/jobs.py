@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from .protocol import Settings
     from .server import AotiLanguageServer
 
-JobKind = Literal["run", "minify", "report", "triage"]
+JobKind = Literal["run", "minify", "report", "triage", "versions"]
 
 GRACE_SECONDS = 10.0
 BACKGROUND_SLOTS = 2  # auto-reproduce compiles a whole model; more at once only slows the editor's machine
@@ -57,6 +57,9 @@ KINDS: dict[JobKind, KindText] = {
     "minify": KindText("Minifying", "minify", "Cancel minification", "minimized"),
     "report": KindText("Preparing a bug report of", "prepare a bug report of", "Cancel the bug report", None),
     "triage": KindText("Finding a workaround for", "triage", "Cancel the workaround search", "minimized"),
+    "versions": KindText(
+        "Checking other torch releases for", "check other torch releases for", "Cancel the release check", None
+    ),
 }
 
 _EXIT_REASONS: dict[int, str] = {
@@ -146,7 +149,7 @@ class Jobs(Feature):
 
     def start(self, record: FailureRecord, kind: JobKind, user: bool) -> Job:
         job = self._jobs[record.id] = Job(failure_id=record.id, kind=kind, user=user)
-        if kind != "report":  # a report changes nothing of the failure's state
+        if KINDS[kind].ends_in is not None:  # a report or a release check changes nothing of the failure's state
             # a triage of a failure minified already shows its minimal graph while it works; else it minifies first
             keep = kind == "triage" and record.repro is not None
             record.begin("reproducing" if kind == "run" else "minifying", "starting" if user else "queued", keep)
@@ -243,8 +246,8 @@ class Jobs(Feature):
 
     def command(self, kind: JobKind, launcher: str) -> list[str]:
         settings = self.ls.settings_for(launcher)
-        if kind == "report":
-            return [settings.python, "-m", "minifier", "report", launcher, "--events"]
+        if kind in ("report", "versions"):
+            return [settings.python, "-m", "minifier", kind, launcher, "--events"]
         argv = self._minifier(kind, launcher) + ["--events"]
         if kind in ("minify", "triage") and settings.workers:
             argv += ["--workers", str(settings.workers)]
@@ -371,8 +374,8 @@ class Jobs(Feature):
                 self.ls.log(f"{job.failure_id}: {text}", types.MessageType.Log)
 
     def _finish(self, job: Job, record: FailureRecord, code: int) -> None:
-        if job.kind == "report":
-            self._finish_report(job, record, code)
+        if KINDS[job.kind].ends_in is None:
+            self._finish_aside(job, record, code)
             return
         state: State
         message: str | None
@@ -398,16 +401,19 @@ class Jobs(Feature):
             where = f"; repro.py: {record.repro}" if record.repro else ""
             self.ls.tell(f"aoti-lens: {record.id}: {message}{where}", types.MessageType.Info)
 
-    def _finish_report(self, job: Job, record: FailureRecord, code: int) -> None:
-        if code == ExitCode.OK and record.report:
+    def _finish_aside(self, job: Job, record: FailureRecord, code: int) -> None:
+        """A job beside the failure's state: the report is opened, the releases' answer said."""
+        if code == ExitCode.OK and job.kind == "report" and record.report:
             self.ls.log(f"{job.failure_id}: wrote {record.report}")
             job.shown = asyncio.create_task(self.ls.show(uri_of(record.report), "the bug report"))
+        elif code == ExitCode.OK and job.kind == "versions" and record.releases:
+            self.ls.log(f"{job.failure_id}: torch releases: {record.releases}")
+            self.ls.tell(f"aoti-lens: {record.id}, torch releases: {record.releases}", types.MessageType.Info)
         elif not job.cancel_requested:
             message = self._explain(job, code)
-            self.ls.log(f"{job.failure_id}: report failed: {message}", types.MessageType.Error)
-            self.ls.tell(
-                f"aoti-lens could not prepare a bug report of {job.failure_id}: {message}", types.MessageType.Error
-            )
+            self.ls.log(f"{job.failure_id}: {job.kind} failed: {message}", types.MessageType.Error)
+            verb = KINDS[job.kind].verb
+            self.ls.tell(f"aoti-lens could not {verb} {job.failure_id}: {message}", types.MessageType.Error)
 
     def _explain(self, job: Job, code: int) -> str:
         if job.error:
@@ -419,7 +425,7 @@ class Jobs(Feature):
         return f"{reason}: {job.stderr_tail[-1]}" if job.stderr_tail else reason
 
     def _fail(self, job: Job, record: FailureRecord, message: str) -> None:
-        if job.kind != "report":
+        if KINDS[job.kind].ends_in is not None:
             record.state, record.message = "error", message
         self.ls.log(f"{job.failure_id}: {job.kind} failed: {message}", types.MessageType.Error)
         if job.user:

@@ -42,7 +42,19 @@ SHOW_KERNEL = "aoti.showKernel"  # open the failing kernel's document (window/sh
 SHOW_SHRINK = "aoti.showShrink"  # open the shrink picture: nodes over time, checkpoints as points, and the final graph
 REPORT = "aoti.report"  # write report.md beside repro.py (a PyTorch bug report: `aoti-minify report`) and open it
 TRIAGE = "aoti.triage"  # find a workaround verified on the original and name the culprit (`aoti-minify triage`)
-SERVER_COMMANDS = (MINIFY, REPRODUCE, CANCEL, OPEN_REPRO, SHOW_GRAPH, SHOW_KERNEL, SHOW_SHRINK, REPORT, TRIAGE)
+VERSIONS = "aoti.versions"  # run the minimal repro under other torch releases (`aoti-minify versions`): which have it
+SERVER_COMMANDS = (
+    MINIFY,
+    REPRODUCE,
+    CANCEL,
+    OPEN_REPRO,
+    SHOW_GRAPH,
+    SHOW_KERNEL,
+    SHOW_SHRINK,
+    REPORT,
+    TRIAGE,
+    VERSIONS,
+)
 CAPTURE = "aoti.capture"  # run the script (or settings.captureCommand) under `aoti-minify capture` in the background; the VS Code client runs it in a terminal instead
 FILE_COMMANDS = (CAPTURE,)  # commands whose arguments are `[fileUri]`
 

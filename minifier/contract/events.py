@@ -116,7 +116,7 @@ class Failure:
     v: int = SCHEMA_VERSION
 
 
-Command = Literal["run", "minify", "capture", "report", "triage"]
+Command = Literal["run", "minify", "capture", "report", "triage", "versions"]
 
 
 @dataclass(frozen=True)
@@ -231,6 +231,16 @@ class ReportEvent:
     v: int = SCHEMA_VERSION
 
 
+@dataclass(frozen=True)
+class VersionsEvent:
+    """`aoti-minify versions` wrote versions.json at `path`; `releases`: its Releases line."""
+
+    path: str
+    releases: str
+    event: Literal["versions"] = "versions"
+    v: int = SCHEMA_VERSION
+
+
 # triage.json's own version, apart from the events' (a file kept beside repro.py, read by other tools too).
 TRIAGE_VERSION = 1
 VERSIONS_VERSION = 1  # versions.json's, likewise
@@ -336,6 +346,26 @@ class Versions:
     torch_version: str = ""  # the dump's own
     v: int = VERSIONS_VERSION
 
+    def line(self) -> str:
+        """The Releases line the bug tracker's template asks for: reproduces on, first bad, last good."""
+        same = [r.release for r in self.runs if r.verdict == "same_failure"]
+        passing = [r.release for r in self.runs if r.verdict == "passes"]
+        parts = [f"reproduces on {', '.join(same) or 'none of those run'}"]
+        if passing:
+            parts.append(f"passes on {', '.join(passing)}")
+        if self.first_bad:
+            last_good = f", last good {self.last_good}" if self.last_good else ""
+            parts.append(f"first bad {self.first_bad}{last_good}")
+        if self.fixed_in:
+            parts.append(f"fixed in {self.fixed_in}")
+        silent = [f"{r.release} ({r.verdict.replace('_', ' ')})" for r in self.runs if r.verdict in _SILENT]
+        if silent:
+            parts.append(f"not telling: {', '.join(silent)}")
+        return "; ".join(parts)
+
+
+_SILENT = ("other_error", "cannot_run")  # verdicts that say nothing of the bug
+
 
 def load_versions(path: str) -> Versions:
     with open(path, encoding="utf-8") as f:
@@ -404,13 +434,14 @@ Event = (
     | CancelledEvent
     | ErrorEvent
     | ReportEvent
+    | VersionsEvent
     | TrialEvent
     | TriageEvent
     | MemoryEvent
     | LogEvent
 )
 # After these a run has nothing more to say (a `run` ends with its `failure` event), but see `ends`.
-FINAL_EVENTS = (DoneEvent, CancelledEvent, ErrorEvent, FailureEvent, ReportEvent, TriageEvent)
+FINAL_EVENTS = (DoneEvent, CancelledEvent, ErrorEvent, FailureEvent, ReportEvent, VersionsEvent, TriageEvent)
 
 
 def ends(event: Event, command: Command) -> bool:
@@ -429,6 +460,7 @@ _BY_NAME: dict[str, type] = {
     "cancelled": CancelledEvent,
     "error": ErrorEvent,
     "report": ReportEvent,
+    "versions": VersionsEvent,
     "trial": TrialEvent,
     "triage": TriageEvent,
     "memory": MemoryEvent,

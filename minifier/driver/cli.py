@@ -25,10 +25,12 @@ from ..contract.events import (
     ExitCode,
     FailureEvent,
     ReportEvent,
+    VersionsEvent,
     error_code,
     exit_code,
 )
 from ..contract.launcher import BadLauncher
+from ..contract.layout import VERSIONS_JSON
 from ..contract.lock import DumpBusy
 from ..contract.procs import alive
 from ..processes.pool import PoolError
@@ -260,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
     versions.add_argument("--index-url", default=None, help="another package index (nightly wheels, a mirror)")
     versions.add_argument("--offline", action="store_true", help="install from --find-links only")
     versions.add_argument("--timeout", type=float, default=600.0, help="seconds per release's run (default 600)")
+    versions.add_argument("--events", action="store_true", help="print JSON-lines events on stdout")
     versions.add_argument(
         "--envs", default=ENVIRONMENTS, metavar="DIR", help=f"where the environments are kept ({ENVIRONMENTS})"
     )
@@ -473,25 +476,27 @@ def report(args: argparse.Namespace) -> int:
 
 def versions(args: argparse.Namespace) -> int:
     from .releases import Sources
-    from .versions import CannotCheck, VersionsOptions, check_versions, releases_line
+    from .versions import CannotCheck, VersionsOptions, check_versions
 
+    reporter = Reporter(args.events)
     if args.offline and not args.find_links:
-        return _fail(Reporter(False), ExitCode.USAGE, "--offline installs from a wheel folder: name it, --find-links")
+        return _fail(reporter, ExitCode.USAGE, "--offline installs from a wheel folder: name it, --find-links")
     options = VersionsOptions(
         releases=[r.strip() for r in args.releases.split(",") if r.strip()],
         sources=Sources(find_links=args.find_links, index_url=args.index_url, offline=args.offline),
         timeout=args.timeout,
         environments=args.envs,
     )
-    reporter = Reporter(False)
     try:
         found = check_versions(args.launcher, options, say=reporter.say)
     except (BadLauncher, CannotCheck) as e:
         return _fail(reporter, ExitCode.BAD_INPUT, str(e))
     except OSError as e:
         return _fail(reporter, ExitCode.ENVIRONMENT, f"cannot write versions.json: {e}")
-    reporter.result(releases_line(found))
-    reporter.result(f"versions: {os.path.join(os.path.dirname(found.script), 'versions.json')}")
+    path = os.path.join(os.path.dirname(found.script), VERSIONS_JSON)
+    reporter.emit(VersionsEvent(path=path, releases=found.line()))
+    reporter.result(found.line())
+    reporter.result(f"versions: {path}")
     return ExitCode.OK
 
 

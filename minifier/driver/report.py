@@ -38,7 +38,6 @@ from ..contract.events import (
 from ..contract.launcher import LauncherSpec, read_launcher
 from ..contract.layout import DEBUG_DIR, DumpLayout
 from ..contract.procs import PACKAGE_PARENT, with_this_package
-from .versions import releases_line
 
 ENVIRONMENT_TIMEOUT = 300.0
 EXCERPT_LINES = 25
@@ -232,7 +231,7 @@ def _releases(layout: DumpLayout) -> list[str]:
         found = load_versions(layout.versions_json)
     except (OSError, ValueError):
         return []
-    return ["", f"Releases (aoti-lens versions, each in a fresh environment): {releases_line(found)}.", ""]
+    return ["", f"Releases (aoti-lens versions, each in a fresh environment): {found.line()}.", ""]
 
 
 def _triage(layout: DumpLayout) -> Triage | None:

@@ -66,25 +66,6 @@ def check_versions(launcher: str, options: VersionsOptions, say=print) -> Versio
     return versions
 
 
-def releases_line(versions: Versions) -> str:
-    """report.md's Releases line: what the bug tracker's template asks."""
-    same = [r.release for r in versions.runs if r.verdict == "same_failure"]
-    passing = [r.release for r in versions.runs if r.verdict == "passes"]
-    parts = [f"reproduces on {', '.join(same) or 'none of those run'}"]
-    if passing:
-        parts.append(f"passes on {', '.join(passing)}")
-    if versions.first_bad:
-        last_good = f", last good {versions.last_good}" if versions.last_good else ""
-        parts.append(f"first bad {versions.first_bad}{last_good}")
-    if versions.fixed_in:
-        parts.append(f"fixed in {versions.fixed_in}")
-    silent = ("other_error", "cannot_run")
-    others = [f"{r.release} ({r.verdict.replace('_', ' ')})" for r in versions.runs if r.verdict in silent]
-    if others:
-        parts.append(f"not telling: {', '.join(others)}")
-    return "; ".join(parts)
-
-
 def _target(layout: DumpLayout) -> tuple[Signature, str]:
     """The failure each release is checked for, and the dump's device (the build to install)."""
     try:

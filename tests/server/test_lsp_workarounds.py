@@ -19,6 +19,7 @@ from minifier.contract.events import (
     Triage,
     TriageEvent,
     TrialEvent,
+    VersionsEvent,
     Workaround,
     load_failure,
 )
@@ -185,3 +186,29 @@ async def test_a_lying_fake_kernel_found_at_run_time_gets_a_diagnostic_where_it_
         )
         assert diagnostic.related_information[0].location.uri == uri(launcher)
         assert uri(outside) not in client.diagnostics  # not the user's file to fix here
+
+
+async def test_checking_other_torch_releases_puts_their_answer_on_the_repro(tmp_path):
+    ws = str(tmp_path / "ws")
+    launcher = fake_dump(ws)
+    folder = os.path.dirname(launcher)
+    repro = write(os.path.join(folder, "repro.py"), "# aoti-lens checkpoint: 1 of 5 graph nodes\nimport torch\n")
+    releases = "reproduces on 2.11.0, 2.15.0; passes on 2.10.0; first bad 2.11.0, last good 2.10.0"
+    record = tmp_path / "argv"
+    python = fake_python(
+        str(tmp_path / "python"),
+        [VersionsEvent(path=os.path.join(folder, "versions.json"), releases=releases)],
+        before=f'echo "$@" > {record}',
+    )
+    async with lsp_session(ws, settings={"trusted": True, "python": python, "keepWarm": 0}) as client:
+        diagnostics = await until(lambda: client.diagnostics.get(uri(launcher)), "the launcher diagnostic")
+        titles = [a.title for a in await client.code_actions(uri(launcher), list(diagnostics))]
+        assert "Check other torch releases" in titles
+        await client.command("aoti.versions", client.item(launcher)["id"])
+        [on_repro] = await until(
+            lambda: [d for d in client.diagnostics.get(uri(repro), []) if "torch releases" in d.message],
+            "the releases on repro.py's diagnostic",
+        )
+        assert on_repro.message.endswith(f"; torch releases: {releases}")
+        assert any(releases in m.message for m in client.messages)
+    assert record.read_text().split()[:4] == ["-m", "minifier", "versions", launcher]

@@ -155,6 +155,8 @@ export function candidatesFor(command: string, failures: readonly FailureItem[])
     case ServerCommands.cancel:
       return failures.filter(isRunning);
     case ServerCommands.openRepro:
+    case ServerCommands.report:
+    case ServerCommands.versions:
       return failures.filter((f) => !!f.repro);
     case ServerCommands.showKernel:
       return failures.filter((f) => !!f.kernelUri);

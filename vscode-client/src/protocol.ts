@@ -43,6 +43,8 @@ export const ServerCommands = {
   report: 'aoti.report',
   /** find a workaround verified on the original and name the culprit (`aoti-minify triage`) */
   triage: 'aoti.triage',
+  /** run the minimal repro under other torch releases (`aoti-minify versions`): which have it */
+  versions: 'aoti.versions',
 } as const;
 
 export const SERVER_COMMAND_IDS: readonly string[] = Object.values(ServerCommands);

@@ -100,6 +100,8 @@ test('context menu per state', () => {
   assert.ok(menuCommands('reproduced', { kernel: true }).has('aoti.showKernel'));
   assert.ok(menuCommands('minimized', { repro: true }).has('aoti.report'));
   assert.ok(!menuCommands('reproduced').has('aoti.report'), 'a report needs a repro');
+  assert.ok(menuCommands('minimized', { repro: true }).has('aoti.versions'));
+  assert.ok(!menuCommands('reproduced').has('aoti.versions'), 'checking releases needs a repro');
 });
 
 test('Capture is on a Python file\'s editor context menu, in a trusted workspace only', () => {
