@@ -340,6 +340,11 @@ class Triaging:
             notes.append("avoided by " + "; ".join(c.describe() for c in by_config[:3]))
         if not fixing:
             notes.append("no switch tried makes the minimal graph pass")
+            notes += [  # a lowering left to ATen that fails otherwise cannot clear or blame that lowering
+                f"with {', '.join(t.change.aten_fallback)} left to ATen it fails another way ({a.detail[:160]})"
+                for t, a in self.answers.items()
+                if t.on == "minimal" and t.change.aten_fallback and a.verdict == "other_failure" and a.detail
+            ][:2]
         return Culprit(ops=self.ops, phase=phase, subsystem=subsystem, detail="; ".join(notes))
 
     def emit(self, event: TrialEvent) -> None:
