@@ -19,7 +19,7 @@ from .capture import capture_actions
 from .diagnostics import SOURCE
 from .failures import FailureRecord, uri_of
 from .feature import Feature, handler
-from .jobs import KINDS, Working
+from .jobs import KINDS, JobKind, Working
 from .live import stop
 from .protocol import (
     CANCEL,
@@ -197,34 +197,27 @@ class Actions(Feature):
             ls.tell(f"{record.id}: aoti-minify (pid {record.external.pid}) could not be stopped from here")
 
     def versions(self, failure_id: str) -> None:
+        record = _lookup(self.ls, failure_id)
+        if record is not None and _allowed(self.ls, record):  # it runs the repro: workspace code
+            self._beside(record, "versions", "check other releases")
+
+    def report(self, failure_id: str) -> None:
+        record = _lookup(self.ls, failure_id)
+        if record is not None:  # runs no workspace code: the report only reads the dump and asks torch its versions
+            self._beside(record, "report", "prepare the report")
+
+    def _beside(self, record: FailureRecord, kind: JobKind, what: str) -> None:
+        """A job on the minimal repro beside the failure's state, once nothing else works on it."""
         ls = self.ls
-        record = _lookup(ls, failure_id)
-        if record is None or not _allowed(ls, record):  # it runs the repro: workspace code
-            return
         if not record.repro:
             ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
         elif (working := ls.jobs.working_on(record)) is not None:
             ls.tell(
-                f"{record.id} is being worked on ({working.describe()}); check other releases when that has ended",
+                f"{record.id} is being worked on ({working.describe()}); {what} when that has ended",
                 types.MessageType.Info,
             )
         else:
-            ls.jobs.start(record, "versions", user=True)
-
-    def report(self, failure_id: str) -> None:
-        ls = self.ls
-        record = _lookup(ls, failure_id)
-        if record is None:
-            return
-        if not record.repro:
-            ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
-        elif (working := ls.jobs.working_on(record)) is not None:
-            ls.tell(
-                f"{record.id} is being worked on ({working.describe()}); prepare the report when that has ended",
-                types.MessageType.Info,
-            )
-        else:  # runs no workspace code: the report only reads the dump and asks torch for its versions
-            ls.jobs.start(record, "report", user=True)
+            ls.jobs.start(record, kind, user=True)
 
     async def show_shrink(self, failure_id: str) -> None:
         ls = self.ls
