@@ -19,7 +19,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from ..contract.events import ReleaseRun
+from ..contract.events import ReleaseRun, ReleaseVerdict
 from ..contract.procs import exit_text
 from ..contract.signature import Signature, crash_signature, script_signature
 
@@ -149,7 +149,7 @@ def find_uv() -> str | None:
     return shutil.which("uv") or (beside if os.path.isfile(beside) else None)
 
 
-def run_repro(python: str, script: str, target: Signature, timeout: float) -> tuple[str, str]:
+def run_repro(python: str, script: str, target: Signature, timeout: float) -> tuple[ReleaseVerdict, str]:
     """Run `script` (repro.py or repro_standalone.py) with `python` from a scratch copy of its folder; its verdict
     against `target` and a detail."""
     with tempfile.TemporaryDirectory(prefix="aoti-lens-release-") as scratch:
@@ -173,7 +173,7 @@ def run_repro(python: str, script: str, target: Signature, timeout: float) -> tu
     return verdict, detail + (f"; {skipped} setting(s) this release lacks skipped" if skipped else "")
 
 
-def _verdict(proc: subprocess.CompletedProcess, target: Signature) -> tuple[str, str]:
+def _verdict(proc: subprocess.CompletedProcess, target: Signature) -> tuple[ReleaseVerdict, str]:
     if proc.returncode == 0:
         return "passes", "ran without error" + (" (matches eager)" if target.kind == "accuracy" else "")
     if proc.returncode < 0:
@@ -202,7 +202,7 @@ class ReleaseProber:
         except OSError as e:
             return ReleaseRun(release, "cannot_run", str(e), round(time.monotonic() - started, 1))
         verdict, detail = run_repro(python, self.script, self.target, self.timeout)
-        return ReleaseRun(release, verdict, detail, round(time.monotonic() - started, 1))  # type: ignore[arg-type]
+        return ReleaseRun(release, verdict, detail, round(time.monotonic() - started, 1))
 
 
 def _read(path: str) -> str | None:
