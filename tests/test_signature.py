@@ -1,4 +1,4 @@
-from minifier.contract.signature import Signature, analyze_error, kernel_ops, normalize
+from minifier.contract.signature import Signature, analyze_error, kernel_ops, normalize, script_signature
 
 CPP = """CppCompileError: C++ compile error
 
@@ -114,3 +114,12 @@ def test_an_error_raised_while_compiling_is_a_compile_error_whatever_its_type():
     assert analyze_error("InductorError", "KeyError: 'buf4'", "compile").signature.kind == "compile_error"
     assert analyze_error("RuntimeError", "RuntimeError: Unknown exception", "run").signature.kind == "runtime_error"
     assert analyze_error("AccuracyError", "Bad accuracy detected", "run").signature.kind == "accuracy"
+
+
+def test_a_script_s_signature_is_its_last_exception_with_a_message_else_its_last_bare_one():
+    stderr = (
+        "Traceback (most recent call last):\n  ...\ntorch._dynamo.debug_utils.AccuracyError: Bad accuracy detected\n"
+    )
+    assert script_signature(stderr + "RuntimeError\n").exc_type == "AccuracyError"  # a logged name, not a raise
+    assert script_signature("Traceback (most recent call last):\n  ...\nAssertionError\n").exc_type == "AssertionError"
+    assert script_signature("all good\n") is None

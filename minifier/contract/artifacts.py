@@ -247,7 +247,9 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
             "package = torch._inductor.aoti_compile_and_package(program, inductor_configs=CONFIG_PATCHES)",
             "compiled = torch._inductor.aoti_load_package(package)",
         ]
-    check = _checked(accuracy, "model", "compiled", "inputs", boxed=spec.kind == "after_aot")
+    # eager as a GraphModule, as the minifier compares it (same_two_models casts a graph's dtype arguments to fp64)
+    eager = "graph" if spec.kind == "after_aot" else "program.module()"
+    check = _checked(accuracy, eager, "compiled", "inputs", boxed=spec.kind == "after_aot")
     lines = [f"# {h}" for h in header]
     lines += ["#", "# One file, plain PyTorch: python <this file>", ""]
     lines += _settings(spec, imports)

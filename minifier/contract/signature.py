@@ -118,7 +118,7 @@ def analyze_error(exc_type: str, text: str, phase: Phase | None = None, frame: s
 
 def script_signature(stderr: str) -> Signature | None:
     """The signature of what a Python script raised, from its stderr: the last exception line of its traceback."""
-    found = list(_RAISED.finditer(stderr))
+    found = list(_RAISED.finditer(stderr)) or list(_RAISED_BARE.finditer(stderr))  # a bare `raise X` last
     if not found:
         return None
     exc_type = found[-1].group("type")
@@ -129,7 +129,8 @@ def crash_signature(signal_name: str) -> Signature:
     return Signature(exc_type="WorkerCrash", message=signal_name, kind="crash")
 
 
-_RAISED = re.compile(r"^(?P<type>[\w.]+(?:Error|Exception))(?::|$)", re.M)
+_RAISED = re.compile(r"^(?P<type>[\w.]+(?:Error|Exception)): ", re.M)
+_RAISED_BARE = re.compile(r"^(?P<type>[\w.]+(?:Error|Exception))$", re.M)
 
 
 def _kind(exc_type: str, phase: Phase | None) -> Kind:
