@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException
-from pygls.uris import to_fs_path
+from pygls.uris import from_fs_path, to_fs_path
 
 from minifier.contract.procs import exit_text, signal_group, with_this_package
 
@@ -64,7 +64,7 @@ def command_line(ls: AotiLanguageServer, script: str) -> CaptureCommand:
     else:
         program = [settings.python, script]
     imports = [arg for module in settings.imports for arg in ("--import", module)]
-    compiler, _ = compiling_lines(_read(script))
+    compiler, _ = _calls_in(ls, from_fs_path(script) or script)
     which = ["--compiler", compiler] if compiler != "aoti" else []
     argv = [settings.python, "-m", "minifier", "capture", "--dir", folder, *which, *imports, "--", *program]
     return CaptureCommand(argv=tuple(argv), cwd=folder, title=f"aoti-lens capture: {os.path.basename(script)}")
@@ -86,14 +86,6 @@ def _calls_in(ls: AotiLanguageServer, uri: str) -> tuple[str, list[int]]:
         return compiling_lines(ls.workspace.get_text_document(uri).source)
     except (OSError, UnicodeDecodeError):
         return "aoti", []
-
-
-def _read(script: str) -> str:
-    try:
-        with open(script, encoding="utf-8") as f:
-            return f.read()
-    except (OSError, UnicodeDecodeError):
-        return ""
 
 
 class Capture(Feature):

@@ -450,7 +450,7 @@ class Worker:
 
         patches = {**self.init.launcher.config_patches, **(configs or {})}
         if self.init.launcher.kind == "after_aot":
-            return self._build_as_torch_compile(ep, patches, on_kernel_error)
+            return self._build_as_torch_compile(ep, patches)
         if not external(self.weight_bytes, patches):
             return self._build(ep, package, patches, on_kernel_error)
         compiled = with_weights(self._build(ep, package, leaving_out(patches), on_kernel_error), ep)
@@ -470,11 +470,12 @@ class Worker:
             self._enter("load", path)
             return torch._inductor.aoti_load_package(path)
 
-    def _build_as_torch_compile(self, ep, patches: dict, on_kernel_error: Callable[[BaseException], None] | None):
+    def _build_as_torch_compile(self, ep, patches: dict):
+        """No early kernel error here: the Python wrapper builds no C++ wrapper for the kernels' builds to race."""
         from ..program.after_aot import compile_graph
 
         self._enter("compile", "as torch.compile compiles it")
-        with marking_compile_times(), cpp_build.side_by_side(on_kernel_error):
+        with marking_compile_times():
             self._have_isas(patches)
             return compile_graph(ep, patches)
 
