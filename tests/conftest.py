@@ -34,6 +34,8 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords and not cuda:
             item.add_marker(pytest.mark.skip(reason="needs CUDA"))
+    # the longest first: pytest-xdist hands tests out in this order, and one started last would end the run alone
+    items.sort(key=lambda item: "slow" not in item.keywords)
 
 
 def make_dump(

@@ -8,6 +8,7 @@ from conftest import aoti_minify
 pytestmark = pytest.mark.compile
 
 
+@pytest.mark.slow
 def test_demo_dumps_reproduces_and_minifies_the_bundled_model(tmp_path):
     proc = aoti_minify("demo", "--dir", str(tmp_path / "demo"), "--device", "cpu", "--workers", "2")
     assert proc.returncode == 0, proc.stderr[-3000:]

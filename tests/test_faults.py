@@ -69,6 +69,7 @@ def digests(folder: str) -> dict[str, str]:
 # --- two runs on one dump, a killed driver ------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_reproduction_is_waited_for_and_a_second_minify_refuses_naming_the_first(dumps, tmp_path):
     """The editor reproduces a dump the moment it appears; the user's minify typed in a terminal meanwhile
     waits for that `run` and goes on (a second `run` with --wait takes its failure.json instead of compiling

@@ -37,6 +37,7 @@ def copied_away(folder: str, names: list[str], dest: str) -> str:
     return dest
 
 
+@pytest.mark.slow
 def test_a_failure_only_under_dynamic_shapes_survives_minification(dumps, tmp_path):
     """A custom op whose fake kernel is wrong only for symbolic sizes: the whole (dynamic) program gives wrong
     numbers, the same graph exported with static shapes does not. Candidates re-exported statically all pass
@@ -72,6 +73,7 @@ def test_a_failure_only_under_dynamic_shapes_survives_minification(dumps, tmp_pa
     assert re.search(r"= Dim\('\w+', min=2, max=20\)", standalone) and "torch.randn((2, 16, 32)" in standalone
 
 
+@pytest.mark.slow
 def test_a_data_dependent_size_keeps_the_node_that_binds_it(dumps, tmp_path):
     """relu reads `h[h > 0.1]`, whose size is an unbacked symbol: cutting there would feed a concrete tensor
     of a backed size; the binding node (index) stays and the repro keeps the unbacked symbol."""
@@ -84,6 +86,7 @@ def test_a_data_dependent_size_keeps_the_node_that_binds_it(dumps, tmp_path):
     assert repro_signature(done.repro).exc_type == "CppCompileError"
 
 
+@pytest.mark.slow
 def test_torch_cond_and_its_branches_shrink(dumps, tmp_path):
     """The only relu (with its injected compile error) is inside a torch.cond branch of a real torch.nn model:
     the model around the cond goes, and so do the branches' other ops (`* 2.0`, `* 0.5`)."""
@@ -99,6 +102,7 @@ def test_torch_cond_and_its_branches_shrink(dumps, tmp_path):
     assert repro_signature(standalone).matches(done.signature)
 
 
+@pytest.mark.slow
 def test_a_while_loop_minifies_as_a_unit_with_its_subgraphs(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), model="looped")
     _, done = minify(launcher)

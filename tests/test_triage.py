@@ -59,6 +59,7 @@ def test_a_real_inductor_bug_gets_a_workaround_verified_on_the_original(dumps, t
     assert "### Culprit" in report
 
 
+@pytest.mark.slow
 def test_leaving_only_the_culprit_op_to_aten_is_offered_as_code_verified_on_the_original(dumps, tmp_path):
     """Inductor's `any` of uint8 returns bool (pytorch/pytorch#198081): every op left to ATen
     (fallback_by_default) is the only config that fixes the minimal graph; `any` alone left to ATen, registered

@@ -50,6 +50,7 @@ def test_the_default_releases_are_the_newest_patch_of_each_minor_from_2_9():
     assert latest_patches(listed) == ["2.9.1", "2.10.0", "2.11.0", "2.14.1", "2.15.0"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(LOCAL_WHEELS), reason=f"no torch wheel folder at {LOCAL_WHEELS}")
 def test_a_release_from_a_wheel_folder_runs_the_repro_in_its_own_environment(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path))

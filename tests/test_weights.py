@@ -79,6 +79,7 @@ def test_a_candidate_holding_few_of_the_originals_weights_keeps_them(tmp_path):
 BIG = "nn-wide_mlp48-relu-compile_error"
 
 
+@pytest.mark.slow
 @pytest.mark.compile
 def test_a_big_model_minifies_with_its_weights_held_once_and_none_copied_to_disk(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), workload=BIG)

@@ -18,6 +18,7 @@ from minifier.contract.lock import DumpLock
 from minifier.exchange.worklog import forked_by
 
 
+@pytest.mark.slow
 @pytest.mark.compile
 async def test_a_killed_server_leaves_no_process_and_its_restart_shows_the_last_checkpoint(tmp_path, dumps):
     ws = tmp_path / "ws"

@@ -169,6 +169,7 @@ async def test_discovery_warms_the_workers_for_the_first_minify(tmp_path, dumps)
         assert set().union(*(forked_by(open(log).read()) for log in logs)) == {int(warm)}
 
 
+@pytest.mark.slow
 async def test_a_terminal_minify_during_the_editors_reproduction_waits_for_it_and_is_followed(tmp_path, dumps):
     """The common flow: a dump appears, the editor reproduces it in the background, and meanwhile the user types
     the minify command PyTorch printed. The terminal's minify waits for the reproduction (no exit 6), then runs,
