@@ -47,6 +47,7 @@ def make_dump(
     workload: str | None = None,
     repro_level: int | None = None,
     compiler: str = "aoti",
+    repro_after: str = "aot",
 ) -> str:
     """Run the example model with Inductor's injected bug (or a workload of minifier/examples/workloads.py),
     compiled by AOTI or torch.compile; PyTorch writes the launcher (at repro level 1, OUT/repro.py). Returns its
@@ -57,8 +58,9 @@ def make_dump(
         else ["--model", model, "--bug", bug, "--device", device, "--blocks", str(blocks)]
     )
     level = ["--repro-level", str(repro_level)] if repro_level else []
+    compile_with = ["--compiler", compiler, "--repro-after", repro_after]
     proc = subprocess.run(
-        [sys.executable, "-m", "minifier.examples.dump", "--out", out, *choice, *level, "--compiler", compiler],
+        [sys.executable, "-m", "minifier.examples.dump", "--out", out, *choice, *level, *compile_with],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -187,20 +189,27 @@ class DumpFactory:
         workload: str | None = None,
         repro_level: int | None = None,
         compiler: str = "aoti",
+        repro_after: str = "aot",
     ) -> str:
-        key = (model, bug, blocks, reproduced, device, workload, repro_level, compiler)
+        key = (model, bug, blocks, reproduced, device, workload, repro_level, compiler, repro_after)
         out = os.path.join(self.base, "-".join(map(str, key)))
         made = out + ".launcher"  # the pristine launcher's path, written once the dump is whole
         with open(out + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not os.path.exists(made):
                 if reproduced:
-                    kind = dict(device=device, workload=workload, repro_level=repro_level, compiler=compiler)
+                    kind = dict(
+                        device=device,
+                        workload=workload,
+                        repro_level=repro_level,
+                        compiler=compiler,
+                        repro_after=repro_after,
+                    )
                     launcher = self.get(out, model, bug, blocks, **kind)
                     proc = aoti_minify("run", launcher)
                     assert proc.returncode == 0, proc.stderr[-4000:]
                 else:
-                    launcher = make_dump(out, model, bug, device, blocks, workload, repro_level, compiler)
+                    launcher = make_dump(out, model, bug, device, blocks, workload, repro_level, compiler, repro_after)
                 with open(made, "w") as f:
                     f.write(launcher)
             with open(made) as f:

@@ -74,7 +74,12 @@ def test_missing_program_is_a_clear_error(launcher_dir):
             "from torch._dynamo.repro.after_aot import run_repro\nrun_repro(mod, load_args)\n",
             "without Repro or load_args",
         ),
-        ("from torch._dynamo.repro.after_dynamo import run_repro\nrun_repro(mod, args)\n", "repro_after='dynamo'"),
+        (
+            "from torch._dynamo.repro.after_dynamo import run_repro\nclass Repro: pass\ndef load_args(reader): pass\n"
+            "run_repro(mod, load_args, backend='aot_eager')\n",
+            "backend='aot_eager'; aoti-lens minifies Inductor's failures",
+        ),
+        ("from torch._dynamo.repro.after_inductor import run_repro\nrun_repro(mod)\n", "does not read"),
         ("from torch._dynamo.repro.aoti import run_repro\nrun_repro(ep, command='minify')\n", "no `exported_program"),
         (
             "from torch._dynamo.repro.aoti import run_repro\nexported_program = torch.export.load('x.pt2')\n"

@@ -1,5 +1,5 @@
-"""torch.compile's own launchers (repro_after="aot"): the same run and minify as AOTI dumps, compiled as
-torch.compile compiles (real compiles on CPU)."""
+"""torch.compile's own launchers (repro_after="aot" or "dynamo"): the same run and minify as AOTI dumps, compiled
+as torch.compile compiles (real compiles on CPU)."""
 
 import json
 import os
@@ -57,3 +57,16 @@ def test_a_torch_compile_accuracy_failure_minifies_and_its_checkpoint_minifies_a
     proc = aoti_minify("run", done.repro, "--events")
     assert proc.returncode == 0, proc.stderr[-4000:]
     assert events_of(proc)[-1].failure.signature.matches(done.signature)
+
+
+def test_a_dynamo_level_launcher_is_traced_through_aot_autograds_decompositions_and_minified_the_same_way(
+    dumps, tmp_path
+):
+    launcher = dumps.get(str(tmp_path), bug="compile_error", compiler="torch.compile", repro_after="dynamo")
+    spec = read_launcher(launcher)
+    assert spec.kind == "after_aot" and spec.dynamo_graph and "torch._C._nn.linear" in open(launcher).read()
+    _, done = minify(launcher)
+    assert done.signature.exc_type.endswith("CppCompileError") and done.nodes == 1 < done.start_nodes
+    repro = open(done.repro).read()  # the ATen graph Inductor compiled: the linear decomposed as AOT autograd does
+    assert "torch.ops.aten.relu.default" in repro and "compile_fx_inner" in repro and "linear" not in repro
+    assert repro_signature(done.repro).matches(done.signature)

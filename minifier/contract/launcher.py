@@ -5,9 +5,10 @@ shape PyTorch writes (literal config assignments, environment lines, `torch.expo
 a `run_repro(...)` call with literal keywords). Anything else is reported, not executed.
 
 Two kinds: AOTInductor's (`torch._dynamo.repro.aoti`, the program in a .pt2) and torch.compile's
-(`torch._dynamo.repro.after_aot`, the post-AOT graph as a `Repro` module and its `load_args`). The latter's
-graph exists only as code: a worker runs the launcher's definitions once and saves the graph as an exported
-program in the scratch folder (`pt2` names where; minifier.program.after_aot), the same program every
+(`torch._dynamo.repro.after_aot`, the post-AOT graph as a `Repro` module and its `load_args`; or
+`torch._dynamo.repro.after_dynamo`, Dynamo's graph before AOT autograd, with the backend it was given). The
+latter's graph exists only as code: a worker runs the launcher's definitions once and saves the graph as an
+exported program in the scratch folder (`pt2` names where; minifier.program.after_aot), the same program every
 other step reads.
 
 Torch-free: the language server reads launchers with this module too.
@@ -33,6 +34,7 @@ CONFIG_MODULES = (
 )
 AOTI_RUN_REPRO = "torch._dynamo.repro.aoti"
 AFTER_AOT_RUN_REPRO = "torch._dynamo.repro.after_aot"
+AFTER_DYNAMO_RUN_REPRO = "torch._dynamo.repro.after_dynamo"
 LauncherKind = Literal["aoti", "after_aot"]
 # Our own repro.py of a torch.compile failure compiles as after_aot does, with Inductor's entry point
 COMPILE_FX = "torch._inductor.compile_fx"
@@ -86,6 +88,7 @@ class LauncherSpec:
     weights: str | None = None  # the original program whose weights `pt2` refers to (one of our checkpoints)
     kind: LauncherKind = "aoti"  # who compiles: aoti_compile_and_package, or torch.compile's Inductor
     traced: bool = False  # the graph is code in the launcher (torch.compile's), `pt2` where a worker saves it
+    dynamo_graph: bool = False  # that code is Dynamo's graph (repro_after="dynamo"), before AOT autograd
 
     def layout(self, output_dir: str | None = None, save_dir: str | None = None) -> DumpLayout:
         """Where this dump's files are and its outputs go (the command line's --output-dir, --save-dir).
@@ -152,17 +155,19 @@ def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> Launche
         tree = ast.parse(text, filename=path)
     except SyntaxError as e:
         raise BadLauncher(f"{path}: not valid Python (line {e.lineno}: {e.msg})") from e
-    kind = _launcher_kind(tree, text, path)
+    kind, dynamo_graph = _launcher_kind(tree, text, path)
     call = _find_run_repro(tree, path)
     kwargs = _literal_keywords(call, path)
     config, env, skipped, pt2_literal, patches, weights = _read_preamble(tree)
     if kind == "after_aot" and pt2_literal is None:
         _require_after_aot_graph(tree, kwargs, path)
+        if dynamo_graph:
+            _require_inductor_backend(kwargs, path)
         pt2 = after_aot_program(path, text)
     elif pt2_literal is None:
         raise BadLauncher(
             f"{path}: no `exported_program = torch.export.load(...)` line; "
-            "only launchers written by PyTorch's AOTI and torch.compile (after_aot) minifiers are supported"
+            "only launchers written by PyTorch's AOTI and torch.compile minifiers are supported"
         )
     else:
         pt2 = _resolve_pt2(pt2_literal, path, require_pt2)
@@ -194,6 +199,7 @@ def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> Launche
         weights=os.path.normpath(os.path.join(os.path.dirname(path), weights)) if weights else None,
         kind=kind,
         traced=pt2_literal is None,
+        dynamo_graph=dynamo_graph,
     )
 
 
@@ -204,18 +210,18 @@ def after_aot_program(launcher: str, text: str) -> str:
     return os.path.join(DumpLayout.of(launcher).work, f"after_aot-{digest}.pt2")
 
 
-def _launcher_kind(tree: ast.Module, text: str, path: str) -> LauncherKind:
+def _launcher_kind(tree: ast.Module, text: str, path: str) -> tuple[LauncherKind, bool]:
+    """Who compiles the launcher's graph, and whether that graph is Dynamo's (compiled after AOT autograd too)."""
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     if AOTI_RUN_REPRO in modules:
-        return "aoti"
+        return "aoti", False
     if AFTER_AOT_RUN_REPRO in modules or COMPILE_FX in modules:
-        return "after_aot"
+        return "after_aot", False
+    if AFTER_DYNAMO_RUN_REPRO in modules:
+        return "after_aot", True
     others = sorted(m for m in modules if m.startswith("torch._dynamo.repro."))
     if others:
-        raise BadLauncher(
-            f"{path}: a launcher for {others[0]} (torch.compile with repro_after='dynamo'), which aoti-lens "
-            "does not read yet; set torch._dynamo.config.repro_after = 'aot' and run the program again"
-        )
+        raise BadLauncher(f"{path}: a launcher for {others[0]}, which aoti-lens does not read")
     if "run_repro" in text:
         raise BadLauncher(f"{path}: calls run_repro but does not import it from {AOTI_RUN_REPRO}")
     raise BadLauncher(f"{path}: not a PyTorch minifier launcher (no run_repro call)")
@@ -233,6 +239,18 @@ def _require_after_aot_graph(tree: ast.Module, kwargs: dict[str, Any], path: str
             f"{path}: traced with tracing_mode={mode!r} (dynamic shapes); aoti-lens reads torch.compile launchers "
             "of static sizes only so far: run again with torch.compile(..., dynamic=False)"
         )
+
+
+def _require_inductor_backend(kwargs: dict[str, Any], path: str) -> None:
+    """A Dynamo-level launcher is minified as Inductor compiles it, so its backend must be Inductor."""
+    backend = kwargs.get("backend", "inductor")
+    if backend != "inductor":
+        raise BadLauncher(
+            f"{path}: torch.compile's launcher for backend={backend!r}; aoti-lens minifies Inductor's failures "
+            "(backend='inductor')"
+        )
+    if kwargs.get("autocast"):
+        raise BadLauncher(f"{path}: a launcher that runs its graph under autocast, which aoti-lens does not read yet")
 
 
 def _find_run_repro(tree: ast.Module, path: str) -> ast.Call:

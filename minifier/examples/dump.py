@@ -3,7 +3,7 @@
 Exports an example model (or `--workload NAME`, one of the real-model workloads of workloads.py),
 turns on the Inductor config that makes it fail and PyTorch's own AOTI minifier dump, and compiles.
 With `--compiler torch.compile` it calls the model under torch.compile instead, with torch.compile's own
-minifier dump on (`repro_after="aot"`).
+minifier dump on (`repro_after="aot"`, or `--repro-after dynamo`).
 PyTorch writes DIR/torch_compile_debug/run_*/minifier/minifier_launcher.py; its path is the last line
 printed. The compile runs in a child process because the failure is real: some kill it (an exception
 thrown inside an OpenMP region aborts), and with repro level 3 the launcher is written before that.
@@ -48,6 +48,12 @@ def main(argv: list[str] | None = None) -> int:
         default="aoti",
         choices=("aoti", "torch.compile"),
         help="aoti_compile_and_package (AOTI's minifier dump), or torch.compile (its after_aot dump)",
+    )
+    parser.add_argument(
+        "--repro-after",
+        default="aot",
+        choices=("aot", "dynamo"),
+        help="with --compiler torch.compile: the graph its dump holds, after AOT autograd or Dynamo's",
     )
     parser.add_argument(
         "--capture",
@@ -100,7 +106,7 @@ def _compile(args: argparse.Namespace, debug_dir: str) -> None:
     if args.repro_level is not None:
         config["aot_inductor.repro_level"] = args.repro_level
     if args.compiler == "torch.compile":  # torch.compile's dump, at the level AOTI's would have
-        torch._dynamo.config.repro_after = "aot"
+        torch._dynamo.config.repro_after = args.repro_after
         torch._dynamo.config.repro_level = config.pop("aot_inductor.repro_level", 2)
     for key, value in config.items():  # dotted names, e.g. "cpp.inject_relu_bug_TESTING_ONLY"
         setattr(inductor_config, key, value)

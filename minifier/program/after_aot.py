@@ -1,10 +1,11 @@
-"""torch.compile's launchers (`torch._dynamo.repro.after_aot`): their graph as an exported program, compiled as
-torch.compile compiles it (imports torch; used inside workers only).
+"""torch.compile's launchers (`torch._dynamo.repro.after_aot`, `...after_dynamo`): their graph as an exported
+program, compiled as torch.compile compiles it (imports torch; used inside workers only).
 
-Such a launcher holds the post-AOT-autograd graph as code (a `Repro` module) and its inputs as `load_args` (saved
-storages, or random values where none were saved). A worker runs its definitions once and traces the graph as
-after_aot does (make_fx, real sizes); exported, it is a program like an AOTI dump's, so that candidates,
-checkpoints and the repro are made the same way for both. Each compile traces a program's module back to a flat
+Such a launcher holds the post-AOT-autograd graph (or Dynamo's graph, before it) as code (a `Repro` module) and
+its inputs as `load_args` (saved storages, or random values where none were saved). A worker runs its definitions
+once and traces the graph as after_aot does (make_fx, real sizes; Dynamo's with AOT autograd's decompositions);
+exported, it is a program like an AOTI dump's, so that candidates, checkpoints and the repro are made the same way
+for both. Each compile traces a program's module back to a flat
 ATen graph of its inputs and hands it to Inductor's `compile_fx_inner`: what torch.compile runs after AOT autograd.
 """
 
@@ -44,11 +45,22 @@ def export_launcher(spec: LauncherSpec) -> ExportedProgram:
     definitions = _definitions(spec.path)
     reader = InputReader(save_dir=_saved_inputs(spec))
     definitions.load_args(reader)
-    args = tuple(reader.args)
+    # Dynamo's graph takes its parameters as inputs that require grad; compiled for inference, as ours are
+    args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in reader.args)
     module = getattr(definitions, "mod", None) or definitions.Repro()
     with torch.no_grad():
-        graph = make_fx(module, tracing_mode="real")(*args)
+        graph = make_fx(module, _decompositions(spec), tracing_mode="real")(*args)
         return torch.export.export(graph, args, strict=False)
+
+
+def _decompositions(spec: LauncherSpec) -> dict | None:
+    """What AOT autograd decomposes before Inductor sees a graph: done here for Dynamo's graph, already done in an
+    after_aot launcher's."""
+    if not spec.dynamo_graph:
+        return None
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()
 
 
 def compile_graph(program: ExportedProgram, patches: dict) -> Callable:
