@@ -129,8 +129,8 @@ def program_facts(pt2: str, *imports: str) -> dict:
         f"ep = torch.export.load({pt2!r})\n"
         "sizes = [[str(s) for s in n.meta['val'].shape] for n in ep.graph.nodes if n.op == 'placeholder'"
         " and hasattr(n.meta.get('val'), 'shape')]\n"
-        "ranges = {str(k): [int(v.lower), int(v.upper) if v.upper.is_finite else None]"
-        " for k, v in ep.range_constraints.items()}\n"
+        "bound = lambda b: int(b) if b.is_Integer else None\n"  # int_oo says it is finite
+        "ranges = {str(k): [bound(v.lower), bound(v.upper)] for k, v in ep.range_constraints.items()}\n"
         "kinds = [s.kind.name for s in ep.graph_signature.input_specs]\n"
         "print(json.dumps({'sizes': sizes, 'ranges': ranges, 'kinds': kinds}))\n"
     )

@@ -47,8 +47,9 @@ def test_reads_torch_compiles_launcher_and_names_where_its_graph_is_saved(tmp_pa
     edited = text.replace("accuracy=False", "accuracy=True")
     assert parse_launcher(edited, path).accuracy == "accuracy"
     assert parse_launcher(edited, path).pt2 != spec.pt2  # another graph, saved apart
-    with pytest.raises(BadLauncher, match="tracing_mode='symbolic'"):
-        parse_launcher(text.replace("tracing_mode='real'", "tracing_mode='symbolic'"), path)
+    assert parse_launcher(text.replace("tracing_mode='real'", "tracing_mode='symbolic'"), path).traced
+    with pytest.raises(BadLauncher, match="tracing_mode='fake', which aoti-lens does not read"):
+        parse_launcher(text.replace("tracing_mode='real'", "tracing_mode='fake'"), path)
 
 
 def test_accepts_run_and_minifier_folders(launcher_dir):

@@ -6,7 +6,7 @@ import os
 import shutil
 
 import pytest
-from conftest import aoti_minify, events_of, minify, repro_signature
+from conftest import aoti_minify, events_of, minify, program_facts, repro_signature
 
 from minifier.contract.launcher import read_launcher
 
@@ -70,3 +70,19 @@ def test_a_dynamo_level_launcher_is_traced_through_aot_autograds_decompositions_
     repro = open(done.repro).read()  # the ATen graph Inductor compiled: the linear decomposed as AOT autograd does
     assert "torch.ops.aten.relu.default" in repro and "compile_fx_inner" in repro and "linear" not in repro
     assert repro_signature(done.repro).matches(done.signature)
+
+
+def test_a_launcher_traced_with_dynamic_shapes_keeps_the_dims_that_were_symbolic_and_only_those(dumps, tmp_path):
+    # torch.compile(dynamic=True): the batch and token dims are symbols in load_args; the weights' are not, though
+    # a symbolic make_fx alone (PyTorch's after_aot) would make them dynamic too
+    kind = dict(workload="nn-mlp-dynamic-relu-compile_error", compiler="torch.compile", repro_level=2)
+    launcher = dumps.get(str(tmp_path), **kind)
+    assert "tracing_mode='symbolic'" in open(launcher).read()
+    _, done = minify(launcher)
+    assert done.nodes == 1 and "torch.ops.aten.relu.default" in open(done.repro).read()
+    [sizes] = program_facts(done.repro[:-3] + ".pt2")["sizes"]
+    assert sizes[-1] == "32" and any(not d.isdigit() for d in sizes), sizes  # the batch or tokens, symbolic
+    standalone = done.repro.replace("repro.py", "repro_standalone.py")
+    assert "DYNAMIC_SHAPES = ({" in open(standalone).read()
+    for script in (done.repro, standalone):
+        assert repro_signature(script).matches(done.signature), script

@@ -223,7 +223,7 @@ def render_repro(
         f"config_patches = {spec.portable().config_patches!r}",
     ]
     if spec.kind == "after_aot":
-        lines += ["", "", *_RUN_AS_TORCH_COMPILE, ""]
+        lines += ["", "", *_TRACED_DEF, *_RUN_AS_TORCH_COMPILE, ""]
     lines += [
         "if __name__ == '__main__':",
         *(["    from torch._dynamo.repro.aoti import run_repro"] if spec.kind == "aoti" else []),
@@ -239,11 +239,12 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
     """repro_standalone.py: the graph as code (standalone.py wrote `code`), the launcher's settings, and a
     main that compiles and runs it as the minifier did: exported with the original's dynamic dims, compiled and
     loaded by AOTI, or compiled as torch.compile compiles its graph."""
+    export = "program = torch.export.export(model, inputs, dynamic_shapes=DYNAMIC_SHAPES)"
     if spec.kind == "after_aot":
-        compile_lines = _compiled_as_torch_compile("model", "inputs", "CONFIG_PATCHES")
+        compile_lines = [export, *_compiled_as_torch_compile("program", "inputs", "CONFIG_PATCHES")]
     else:
         compile_lines = [
-            "program = torch.export.export(model, inputs, dynamic_shapes=DYNAMIC_SHAPES)",
+            export,
             "package = torch._inductor.aoti_compile_and_package(program, inductor_configs=CONFIG_PATCHES)",
             "compiled = torch._inductor.aoti_load_package(package)",
         ]
@@ -264,6 +265,7 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
         f"CONFIG_PATCHES = {spec.portable().config_patches!r}",
         "",
         "",
+        *(_TRACED_DEF if spec.kind == "after_aot" else []),
         code.rstrip(),
         "",
         "",
@@ -277,16 +279,34 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
     return "\n".join(lines)
 
 
-def _compiled_as_torch_compile(module: str, inputs: str, patches: str) -> list[str]:
-    """Lines that compile `module` as torch.compile compiles its graph after AOT autograd (Inductor's entry point,
-    as torch._dynamo.repro.after_aot calls it)."""
+def _compiled_as_torch_compile(program: str, inputs: str, patches: str) -> list[str]:
+    """Lines that compile exported `program` as torch.compile compiles its graph after AOT autograd (Inductor's
+    entry point, as torch._dynamo.repro.after_aot calls it), with its dynamic sizes kept."""
     return [
         "from torch._inductor.compile_fx import compile_fx_inner",
-        "from torch.fx.experimental.proxy_tensor import make_fx",
-        f"graph = make_fx({module}, tracing_mode='real')(*{inputs})",
+        f"graph, example = traced({program}, {inputs})",
         f"with torch._inductor.config.patch({patches}):",
-        f"    compiled = compile_fx_inner(graph, list({inputs}))",
+        "    compiled = compile_fx_inner(graph, example)",
     ]
+
+
+# The scripts' copy of minifier.program.after_aot.traced, which the workers compile with
+_TRACED_DEF = [
+    "def traced(program, inputs):",
+    '    """The program as the flat ATen graph Inductor compiles, and what to compile it for: its inputs, or where it',
+    '    has dynamic sizes, their symbolic values (as torch.compile compiles for dynamic shapes)."""',
+    "    from torch._guards import detect_fake_mode",
+    "    from torch.fx.experimental.proxy_tensor import make_fx",
+    "    users = {s.arg.name for s in program.graph_signature.input_specs if s.kind.name == 'USER_INPUT'}",
+    "    values = [n.meta['val'] for n in program.graph.nodes if n.op == 'placeholder' and n.name in users]",
+    "    sizes = [v.shape if isinstance(v, torch.Tensor) else [v] for v in values]",
+    "    if not any(isinstance(d, torch.SymInt) for size in sizes for d in size):",
+    "        return make_fx(program.module(), tracing_mode='real')(*inputs), list(inputs)",
+    "    with detect_fake_mode(values):",
+    "        return make_fx(program.module())(*values), values",
+    "",
+    "",
+]
 
 
 def _checked(accuracy: str, eager: str, compiled: str, inputs: str, boxed: bool) -> list[str]:
@@ -309,14 +329,13 @@ def _run_as_torch_compile() -> list[str]:
         "if command != 'run':",
         "    raise ValueError(f'run_repro(command={command!r}): this script only runs the graph')",
         "inputs, _ = exported_program.example_inputs",
-        "model = exported_program.module()",
-        *_compiled_as_torch_compile("model", "inputs", "config_patches"),
+        *_compiled_as_torch_compile("exported_program", "inputs", "config_patches"),
         "if not accuracy:",
         "    compiled(list(inputs))",
         "    return",
         "from torch._dynamo.debug_utils import AccuracyError, same_two_models",
         "loose = accuracy == 'accuracy'",
-        "same = same_two_models(model, compiled, list(inputs), only_fwd=True, require_fp64=loose, ignore_non_fp=loose)",
+        "same = same_two_models(graph, compiled, list(inputs), only_fwd=True, require_fp64=loose, ignore_non_fp=loose)",
         "if not same:",
         "    raise AccuracyError('Bad accuracy detected')",
     ]

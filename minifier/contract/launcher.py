@@ -228,17 +228,14 @@ def _launcher_kind(tree: ast.Module, text: str, path: str) -> tuple[LauncherKind
 
 
 def _require_after_aot_graph(tree: ast.Module, kwargs: dict[str, Any], path: str) -> None:
-    """torch.compile's launcher: a `Repro` module and `load_args` traced with real sizes."""
+    """torch.compile's launcher: a `Repro` module and `load_args`, traced with real or symbolic sizes."""
     defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
     missing = [name for name in ("Repro", "load_args") if name not in defined]
     if missing:
         raise BadLauncher(f"{path}: a torch.compile launcher without {' or '.join(missing)}")
     mode = kwargs.get("tracing_mode", "real")
-    if mode != "real":
-        raise BadLauncher(
-            f"{path}: traced with tracing_mode={mode!r} (dynamic shapes); aoti-lens reads torch.compile launchers "
-            "of static sizes only so far: run again with torch.compile(..., dynamic=False)"
-        )
+    if mode not in ("real", "symbolic"):
+        raise BadLauncher(f"{path}: traced with tracing_mode={mode!r}, which aoti-lens does not read")
 
 
 def _require_inductor_backend(kwargs: dict[str, Any], path: str) -> None:

@@ -254,6 +254,7 @@ WORKLOADS: dict[str, Workload] = {
         # the same failures in torch.nn's smallest model (Linear, activation, Linear), for the tests
         _w("nn-mlp-dynamic_fake-accuracy", "nn_mlp", 1, "dynamic_fake-accuracy"),
         _w("nn-mlp-dynamic-relu-accuracy", "nn_mlp", 1, "dynamic-relu-accuracy"),
+        _w("nn-mlp-dynamic-relu-compile_error", "nn_mlp", 1, "dynamic-relu-compile_error"),
         _w("nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error"),
         _w("nn-mlp-cache-relu-compile_error", "nn_mlp", 1, "cache-relu-compile_error"),
         _w("nn-mlp-index_put_mask-keyerror", "nn_mlp", 1, "index_put_mask-keyerror"),

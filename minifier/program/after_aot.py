@@ -11,6 +11,7 @@ ATen graph of its inputs and hands it to Inductor's `compile_fx_inner`: what tor
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import fcntl
 import os
@@ -48,9 +49,37 @@ def export_launcher(spec: LauncherSpec) -> ExportedProgram:
     # Dynamo's graph takes its parameters as inputs that require grad; compiled for inference, as ours are
     args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in reader.args)
     module = getattr(definitions, "mod", None) or definitions.Repro()
+    dims = dynamic_dims(spec.path, len(args))
+    mode = "symbolic" if any(dims) else "real"
     with torch.no_grad():
-        graph = make_fx(module, _decompositions(spec), tracing_mode="real")(*args)
-        return torch.export.export(graph, args, strict=False)
+        graph = make_fx(module, _decompositions(spec), tracing_mode=mode)(*args)
+        return torch.export.export(graph, args, dynamic_shapes=dims if any(dims) else None, strict=False)
+
+
+def dynamic_dims(path: str, count: int) -> tuple:
+    """Per input of the launcher's `load_args`, what was dynamic where torch.compile compiled it: the tensor dims
+    written as symbols (`(s77, 8)`) and the symbolic ints, as export's dynamic_shapes. The others stay static, as
+    they were (a symbolic make_fx alone would make every dim dynamic)."""
+    from torch.export import Dim
+
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    load_args = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "load_args")
+    dims: list = []
+    for statement in load_args.body:  # PyTorch writes one reader call a line: `buf = reader.storage(...)`, ...
+        node = getattr(statement, "value", None)
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or node.func.attr == "storage":
+            continue
+        if node.func.attr == "tensor" and len(node.args) > 1 and isinstance(node.args[1], ast.Tuple):
+            symbolic = [i for i, e in enumerate(node.args[1].elts) if not isinstance(e, ast.Constant)]
+            dims.append({i: Dim.AUTO for i in symbolic} or None)
+        elif node.func.attr == "symint":
+            dims.append(Dim.AUTO if any(k.arg == "expr" for k in node.keywords) else None)
+        else:  # const, unsupported, generator, ...: one input each, never dynamic
+            dims.append(None)
+    if len(dims) != count:
+        raise ValueError(f"{path}: load_args reads {count} inputs in a shape aoti-lens does not follow")
+    return tuple(dims)
 
 
 def _decompositions(spec: LauncherSpec) -> dict | None:
@@ -67,13 +96,34 @@ def compile_graph(program: ExportedProgram, patches: dict) -> Callable:
     """The program compiled as torch.compile compiles its graph after AOT autograd, on its example inputs' sizes;
     called with the program's inputs."""
     from torch._inductor.compile_fx import compile_fx_inner
-    from torch.fx.experimental.proxy_tensor import make_fx
 
     args, _ = program.example_inputs or ((), {})
     with torch.no_grad(), torch._inductor.config.patch(patches), _provenance_scope():
-        graph = make_fx(program.module(), tracing_mode="real")(*args)
-        compiled = compile_fx_inner(graph, list(args))
+        graph, example = traced(program, args)
+        compiled = compile_fx_inner(graph, example)
     return lambda *inputs: compiled(list(inputs))
+
+
+def traced(program: ExportedProgram, args: tuple) -> tuple[torch.fx.GraphModule, list]:
+    """The program's module as the flat ATen graph Inductor compiles, and the inputs to compile it for: where the
+    program has dynamic sizes, its inputs' symbolic values, as torch.compile compiles for dynamic shapes (the
+    scripts' `traced`, minifier.contract.artifacts, does the same)."""
+    from torch._guards import detect_fake_mode
+    from torch.export.graph_signature import InputKind
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    users = {s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
+    values = [n.meta["val"] for n in program.graph.nodes if n.op == "placeholder" and n.name in users]
+    if not any(_symbolic(v) for v in values):
+        return make_fx(program.module(), tracing_mode="real")(*args), list(args)
+    with detect_fake_mode(values):
+        return make_fx(program.module())(*values), values
+
+
+def _symbolic(value: object) -> bool:
+    return isinstance(value, torch.SymInt) or (
+        isinstance(value, torch.Tensor) and any(isinstance(d, torch.SymInt) for d in value.shape)
+    )
 
 
 def _provenance_scope():
