@@ -70,15 +70,16 @@ def test_seed_injections_shrink_to_the_single_relu(dumps, tmp_path, bug, kind):
 
 
 @pytest.mark.parametrize(
-    "workload, culprit",
+    "workload, culprit, compiler",
     [
-        (None, "relu"),
-        ("nn-cnn-relu-accuracy", "relu_"),
-        ("nn-mlp-dynamic-relu-accuracy", "relu"),
-        ("nn-mlp-uint8_any-accuracy", "any"),
+        (None, "relu", "aoti"),
+        (None, "relu", "torch.compile"),
+        ("nn-cnn-relu-accuracy", "relu_", "aoti"),
+        ("nn-mlp-dynamic-relu-accuracy", "relu", "aoti"),
+        ("nn-mlp-uint8_any-accuracy", "any", "aoti"),
     ],
 )
-def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path, workload, culprit):
+def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path, workload, culprit, compiler):
     # before the whole graph's verdict too: on two workers the probe's answer frees the worker that a round run
     # ahead of that verdict would take (RoBERTa's log1p: its 1-node slice started 1.4 s later, behind a half).
     # The CNN computes in place (ReLU(inplace=True), a residual +=) as torchvision's do: its first relu_, which
@@ -86,7 +87,8 @@ def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path,
     # A program of static sizes is probed just in time (no C++ wrapper to build); one with dims, whose sizes that
     # compile would specialize, in a package as its candidates are. Inductor's `any` of uint8 is bool, eager's
     # uint8 (pytorch/pytorch#198081): the dtype diverges there, the values only at the uint8 arithmetic after it.
-    launcher = dumps.get(str(tmp_path), bug="accuracy", workload=workload)
+    # torch.compile's graph (after_aot) is probed the same way, compiled as torch.compile compiles it.
+    launcher = dumps.get(str(tmp_path), bug="accuracy", workload=workload, compiler=compiler)
     dynamic = workload == "nn-mlp-dynamic-relu-accuracy"
     session = Session.open(Options(launcher=launcher, accuracy="accuracy" if dynamic else None))
     pool = session.pool(size=1)
