@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from minifier.contract.launcher import BadLauncher, find_launcher, parse_launcher, read_launcher
+from minifier.contract.launcher import BadLauncher, find_launcher, parse_launcher, read_launcher, runnable_original
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "seed_launcher.py")
 AFTER_AOT = os.path.join(os.path.dirname(__file__), "data", "after_aot_launcher.py")
@@ -157,3 +157,24 @@ def test_our_own_repro_files_are_launchers_that_find_their_program(tmp_path):
     again = read_launcher(str(checkpoint))
     assert again.command == "run" and again.pt2 == str(tmp_path / "checkpoints" / "3.pt2")
     assert again.layout().root == str(tmp_path / "checkpoints" / "3.minified")
+
+
+def test_the_original_is_made_runnable_from_any_folder_with_its_program_where_it_is_now(launcher_dir):
+    spec = read_launcher(str(launcher_dir / "minifier_launcher.py"))
+    text = runnable_original(spec)
+    compile(text, "original.py", "exec")
+    calls = [line.strip() for line in text.splitlines() if line.strip().startswith("run_repro(")]
+    assert len(calls) == 1 and "command='run'" in calls[0] and "command='minify'" not in text
+    assert f"exported_program = torch.export.load({spec.pt2!r})" in text.splitlines()
+    assert text.count("\n") == open(DATA).read().count("\n")  # each edit stays on its lines
+    rerun = parse_launcher(text, str(launcher_dir / "original.py"), require_pt2=False)
+    assert rerun.command == "run" and rerun.pt2 == spec.pt2
+
+
+def test_a_torch_compile_original_reads_its_saved_inputs_where_they_are_now(tmp_path):
+    minifier = tmp_path / "torch_compile_debug" / "run_1" / "minifier"
+    (minifier / "checkpoints" / "storages").mkdir(parents=True)
+    shutil.copyfile(AFTER_AOT, minifier / "minifier_launcher.py")
+    text = runnable_original(read_launcher(str(minifier / "minifier_launcher.py")))
+    [call] = [line for line in text.splitlines() if line.strip().startswith("run_repro(")]
+    assert f"save_dir={str(minifier / 'checkpoints')!r}" in call and "command='run'" in call

@@ -8,10 +8,13 @@ import os
 import pytest
 from conftest import aoti_minify, minify
 
-from minifier.contract.events import ReleaseRun, load_versions
+from minifier.contract.artifacts import write_text
+from minifier.contract.events import ReleaseRun, Versions, load_versions
 from minifier.contract.layout import DumpLayout
-from minifier.driver.bisect import bisect_releases
+from minifier.contract.signature import Signature
+from minifier.driver.bisect import Bisection, bisect_releases
 from minifier.driver.releases import latest_patches, version_key
+from minifier.driver.versions import upgrade_release
 
 RELEASES = [f"2.{minor}.0" for minor in range(3, 16)]  # 13 releases
 LOCAL_WHEELS = "/opt/wheels"  # this machine's torch 2.13.0+cpu wheel (the CI machine is one like it)
@@ -73,3 +76,27 @@ def test_a_release_from_a_wheel_folder_runs_the_repro_in_its_own_environment(dum
     assert run["verdict"] == "cannot_run" and "torch" in run["detail"]
     assert aoti_minify("report", launcher, "--no-versions").returncode == 0
     assert "Releases (aoti-lens versions" in open(DumpLayout.of(launcher).report_md).read()
+    # a newer release that passes the repro runs the original program too: here 2.13.0 with the bug switch taken out
+    # of the repro and the original, and the dump said to come from 2.12.0
+    layout = DumpLayout.of(launcher)
+    for path in (launcher, layout.repro_py, layout.repro_standalone):
+        lines = open(path).read().replace("# torch version: 2.13.0+cpu", "# torch version: 2.12.0").splitlines()
+        write_text(path, "\n".join(line for line in lines if "inject_relu_bug_TESTING_ONLY" not in line))
+    proc = aoti_minify("versions", launcher, "--find-links", LOCAL_WHEELS, "--releases", "2.13.0", "--envs", envs)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "torch 2.13.0: the original passes" in proc.stderr, proc.stderr[-3000:]
+    found = load_versions(layout.versions_json)
+    assert found.original is not None and found.original.verdict == "passes"
+    assert "upgrading torch to 2.13.0 works around it" in found.line()
+
+
+def test_upgrading_is_checked_on_the_newest_newer_release_that_passes_and_said_as_it_went():
+    runs = [ReleaseRun(r, v, "", 0.0) for r, v in [("2.15.0", "passes"), ("2.14.1", "passes"), ("2.12.0", "passes")]]
+    assert upgrade_release(Bisection(runs=runs), "2.13.0+cpu") == "2.15.0"
+    assert upgrade_release(Bisection(runs=runs[2:]), "2.13.0+cpu") is None  # only older ones pass: none to upgrade to
+    original = ReleaseRun("2.15.0", "passes", "ran without error", 9.0)
+    bug = Signature("CppCompileError", "'compile' was not declared in this scope", "compile_error")
+    versions = Versions(bug, "repro.py", "cpu", runs, None, None, "2.14.1", "2.13.0+cpu", original)
+    assert "upgrading torch to 2.15.0 works around it" in versions.line()
+    failing = ReleaseRun("2.15.0", "same_failure", "", 9.0)
+    assert "still fails the same way on 2.15.0" in Versions(**{**versions.__dict__, "original": failing}).line()

@@ -344,6 +344,9 @@ class Versions:
     last_good: str | None  # the release just before it, which passes
     fixed_in: str | None  # the oldest release newer than the dump's own that passes
     torch_version: str = ""  # the dump's own
+    # the original program under the newest release newer than the dump's own where the repro passes: where it
+    # passes too, upgrading torch is a workaround verified on the user's own program
+    original: ReleaseRun | None = None
     v: int = VERSIONS_VERSION
 
     def line(self) -> str:
@@ -358,10 +361,24 @@ class Versions:
             parts.append(f"first bad {self.first_bad}{last_good}")
         if self.fixed_in:
             parts.append(f"fixed in {self.fixed_in}")
+        if (upgrade := self.upgrade()) is not None:
+            parts.append(upgrade)
         silent = [f"{r.release} ({r.verdict.replace('_', ' ')})" for r in self.runs if r.verdict in _SILENT]
         if silent:
             parts.append(f"not telling: {', '.join(silent)}")
         return "; ".join(parts)
+
+    def upgrade(self) -> str | None:
+        """Whether upgrading torch works around the failure, as the original program's run under a newer release
+        showed; None where no newer release passes the repro."""
+        run = self.original
+        if run is None:
+            return None
+        if run.verdict == "passes":
+            return f"the original program passes on {run.release} too: upgrading torch to {run.release} works around it"
+        if run.verdict == "same_failure":
+            return f"the original program still fails the same way on {run.release}: the repro does not show all of it"
+        return f"upgrading could not be checked on the original program under {run.release}: {run.detail}"
 
 
 _SILENT = ("other_error", "cannot_run")  # verdicts that say nothing of the bug

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from .layout import LAUNCHER, MINIFIER, DumpLayout, launcher_in
+from .layout import CHECKPOINTS, LAUNCHER, MINIFIER, DumpLayout, launcher_in
 
 CONFIG_MODULES = (
     "torch._dynamo.config",
@@ -49,6 +49,7 @@ _CUDA_VERSION = re.compile(r"^# torch cuda version: (\S+)", re.M)
 # it fails, so they are always removed (PyTorch's launcher pops the first two itself).
 DUMP_ENV = ("TORCHDYNAMO_REPRO_AFTER", "TORCHDYNAMO_REPRO_LEVEL", "AOTINDUCTOR_REPRO_LEVEL", "DUMP_AOTI_MINIFIER")
 _DRIVE_PATH = re.compile(r"^[A-Za-z]:[\\/]")
+STORAGES = "storages"  # where torch.compile's launcher saves its input values, inside its save_dir
 
 
 def machine_path(value: Any) -> bool:
@@ -201,6 +202,38 @@ def parse_launcher(text: str, path: str, *, require_pt2: bool = True) -> Launche
         traced=pt2_literal is None,
         dynamo_graph=dynamo_graph,
     )
+
+
+def saved_inputs(spec: LauncherSpec) -> str | None:
+    """The folder holding a torch.compile launcher's saved input values: its dump's own checkpoints folder, else the
+    save_dir it names (the machine that wrote it); None where neither has them (after_aot then makes random values)."""
+    beside = os.path.join(DumpLayout.of(spec.path).minifier_dir, CHECKPOINTS)
+    for folder in (beside, spec.save_dir):
+        if folder and os.path.isdir(os.path.join(folder, STORAGES)):
+            return folder
+    return None
+
+
+def runnable_original(spec: LauncherSpec) -> str:
+    """The launcher's text as a script that runs the original program once, from any folder, with the torch it runs
+    under (another release's): its `run_repro` told `command='run'`, its program and saved inputs named where they
+    are now."""
+    with open(spec.path, encoding="utf-8") as f:
+        text = f.read()
+    tree = ast.parse(text, filename=spec.path)
+    lines = text.splitlines()
+    call = _find_run_repro(tree, spec.path)
+    keywords = {"command": "run", **({"save_dir": saved_inputs(spec)} if spec.traced else {})}
+    call.keywords = [k for k in call.keywords if k.arg not in keywords]
+    call.keywords += [ast.keyword(arg=name, value=ast.Constant(value)) for name, value in keywords.items()]
+    edits: list[tuple[ast.stmt | ast.expr, str]] = [(call, ast.unparse(call))]
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and _dotted(stmt.targets[0]) == "exported_program":
+            edits.append((stmt, f"exported_program = torch.export.load({spec.pt2!r})"))
+    for node, code in sorted(edits, key=lambda edit: -edit[0].lineno):  # from the end: line numbers stay true
+        first, last = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        lines[first : last + 1] = [lines[first][: node.col_offset] + code + lines[last][node.end_col_offset :]]
+    return "\n".join(lines) + "\n"
 
 
 def after_aot_program(launcher: str, text: str) -> str:

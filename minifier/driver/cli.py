@@ -28,6 +28,7 @@ from ..contract.events import (
     VersionsEvent,
     error_code,
     exit_code,
+    load_versions,
 )
 from ..contract.launcher import BadLauncher
 from ..contract.layout import VERSIONS_JSON
@@ -402,12 +403,24 @@ def _triaged(session: Session, reporter: Reporter) -> int:
             how = f"before {call.name}, run\n" + textwrap.indent(workaround.code, "    ")
         verified = f"verified on the original ({workaround.compile_s:.1f} s, max abs error {error})"
         reporter.result(f"workaround, {verified}: {how}")
+    upgrade = _upgrade(session)
+    if upgrade:
+        reporter.result(f"releases (aoti-minify versions): {upgrade}")
     if not found.workarounds and not found.tried:
         reporter.result("no Inductor config tried: the fix is the culprit's own code")
     elif not found.workarounds:
         reporter.result(f"no workaround among {found.tried} config changes tried")
     reporter.result(f"triage: {session.layout.triage_json}")  # last: scripts read the path from the last line
     return ExitCode.OK
+
+
+def _upgrade(session: Session) -> str | None:
+    """What `aoti-minify versions` found of upgrading torch, run on the original program; None where it has not run
+    or found no newer release that passes."""
+    try:
+        return load_versions(session.layout.versions_json).upgrade()
+    except (OSError, ValueError):
+        return None
 
 
 def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..contract.events import ReleaseRun, ReleaseVerdict
@@ -155,19 +156,32 @@ def run_repro(python: str, script: str, target: Signature, timeout: float) -> tu
     with tempfile.TemporaryDirectory(prefix="aoti-lens-release-") as scratch:
         folder = os.path.join(scratch, "repro")
         shutil.copytree(os.path.dirname(script), folder, ignore=shutil.ignore_patterns("aoti-lens-work", "checkpoints"))
-        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor-cache")  # nothing shared across releases
-        try:
-            proc = subprocess.run(
-                [python, "-c", _TOLERANT_SETTINGS, os.path.basename(script)],
-                cwd=folder,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                env=env,
-            )
-        except subprocess.TimeoutExpired:
-            return "other_error", f"no end within {timeout:g} s"
+        return _run(python, os.path.join(folder, os.path.basename(script)), scratch, target, timeout)
+
+
+def run_original(python: str, text: str, target: Signature, timeout: float) -> tuple[ReleaseVerdict, str]:
+    """Run the original program with `python`: `text`, the launcher made to run it (launcher.runnable_original)."""
+    with tempfile.TemporaryDirectory(prefix="aoti-lens-release-") as scratch:
+        script = os.path.join(scratch, "original.py")
+        with open(script, "w", encoding="utf-8") as f:
+            f.write(text)
+        return _run(python, script, scratch, target, timeout)
+
+
+def _run(python: str, script: str, scratch: str, target: Signature, timeout: float) -> tuple[ReleaseVerdict, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor-cache")  # nothing shared across releases
+    try:
+        proc = subprocess.run(
+            [python, "-c", _TOLERANT_SETTINGS, os.path.basename(script)],
+            cwd=os.path.dirname(script),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+        )
+    except subprocess.TimeoutExpired:
+        return "other_error", f"no end within {timeout:g} s"
     skipped = proc.stderr.count("aoti-lens: skipped a setting")
     verdict, detail = _verdict(proc, target)
     return verdict, detail + (f"; {skipped} setting(s) this release lacks skipped" if skipped else "")
@@ -196,12 +210,19 @@ class ReleaseProber:
         self.environments, self.script, self.target, self.timeout = environments, script, target, timeout
 
     def __call__(self, release: str) -> ReleaseRun:
+        return self._timed(release, lambda python: run_repro(python, self.script, self.target, self.timeout))
+
+    def original(self, release: str, text: str) -> ReleaseRun:
+        """The original program (`text`: launcher.runnable_original) under `release`."""
+        return self._timed(release, lambda python: run_original(python, text, self.target, self.timeout))
+
+    def _timed(self, release: str, run: Callable[[str], tuple[ReleaseVerdict, str]]) -> ReleaseRun:
         started = time.monotonic()
         try:
             python = self.environments.python_for(release)
         except OSError as e:
             return ReleaseRun(release, "cannot_run", str(e), round(time.monotonic() - started, 1))
-        verdict, detail = run_repro(python, self.script, self.target, self.timeout)
+        verdict, detail = run(python)
         return ReleaseRun(release, verdict, detail, round(time.monotonic() - started, 1))
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from ..contract import wire
 from ..contract.artifacts import rebuilt_standalone, write_text
 from ..contract.events import DoneEvent, EventsTail, Versions, last_run, load_failure
-from ..contract.launcher import read_launcher
+from ..contract.launcher import read_launcher, runnable_original
 from ..contract.layout import DumpLayout
 from ..contract.signature import Signature
 from .bisect import Bisection, bisect_releases
@@ -52,6 +52,12 @@ def check_versions(launcher: str, options: VersionsOptions, say=print) -> Versio
         found = Bisection(runs=[probe(r) for r in sorted(options.releases, key=version_key)])
     else:
         found = bisect_releases(_default_releases(options.sources), spec.torch_version, probe, version_key)
+    original = None
+    upgrade = upgrade_release(found, spec.torch_version)
+    if upgrade is not None:
+        say(f"torch {upgrade}: running the original program, to check upgrading as a workaround")
+        original = prober.original(upgrade, runnable_original(spec))
+        say(f"torch {upgrade}: the original {original.verdict.replace('_', ' ')} ({original.detail})")
     versions = Versions(
         signature=target,
         script=script,
@@ -61,9 +67,17 @@ def check_versions(launcher: str, options: VersionsOptions, say=print) -> Versio
         last_good=found.last_good,
         fixed_in=found.fixed_in,
         torch_version=spec.torch_version or "",
+        original=original,
     )
     write_text(layout.versions_json, wire.dumps(versions))
     return versions
+
+
+def upgrade_release(found: Bisection, own: str | None) -> str | None:
+    """The newest release newer than the dump's own where the repro passes: the release to upgrade to."""
+    passing = [r.release for r in found.runs if r.verdict == "passes"]
+    newer = [r for r in passing if own is None or version_key(r) > version_key(own)]
+    return max(newer, key=version_key, default=None)
 
 
 def _target(layout: DumpLayout) -> tuple[Signature, str]:

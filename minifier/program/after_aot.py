@@ -21,10 +21,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch.export import ExportedProgram
 
-from ..contract.launcher import CONFIG_MODULES, LauncherSpec
-from ..contract.layout import CHECKPOINTS, DumpLayout
-
-STORAGES = "storages"  # where after_aot's InputWriter saves input values, inside its save_dir
+from ..contract.launcher import CONFIG_MODULES, LauncherSpec, saved_inputs
 
 
 def save_graph(spec: LauncherSpec) -> None:
@@ -44,7 +41,7 @@ def export_launcher(spec: LauncherSpec) -> ExportedProgram:
     from torch.fx.experimental.proxy_tensor import make_fx
 
     definitions = _definitions(spec.path)
-    reader = InputReader(save_dir=_saved_inputs(spec))
+    reader = InputReader(save_dir=saved_inputs(spec))
     definitions.load_args(reader)
     # Dynamo's graph takes its parameters as inputs that require grad; compiled for inference, as ours are
     args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in reader.args)
@@ -162,13 +159,3 @@ def _settings_kept() -> Iterator[None]:
         os.environ.update(environment)
         for config, values in zip(configs, saved):
             config.load_config(values)
-
-
-def _saved_inputs(spec: LauncherSpec) -> str | None:
-    """The folder holding the launcher's saved input values: its dump's own checkpoints folder, else the save_dir
-    it names (the machine that wrote it); None where neither has them (after_aot then makes random values)."""
-    beside = os.path.join(DumpLayout.of(spec.path).minifier_dir, CHECKPOINTS)
-    for folder in (beside, spec.save_dir):
-        if folder and os.path.isdir(os.path.join(folder, STORAGES)):
-            return folder
-    return None
