@@ -751,7 +751,7 @@ def test_a_model_that_cannot_run_in_fp64_is_compared_in_its_own_precision():
     torch = pytest.importorskip("torch")
     from torch._dynamo.debug_utils import AccuracyError
 
-    from minifier.processes.worker import check_accuracy
+    from minifier.processes.accuracy import check_accuracy
 
     class NoFp64(torch.nn.Module):
         def __init__(self, shift: float = 0.0) -> None:

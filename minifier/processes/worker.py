@@ -33,16 +33,10 @@ from ..contract.procs import WORKER_NAME, env_set, name_process
 from ..contract.signature import ErrorAnalysis, Phase, analyze_error, kernel_ops
 from ..exchange import worker_protocol as p
 from ..exchange.provenance import PYBINDING_KERNEL, pybinding_name, read_kernel_source
-from ..exchange.worklog import (
-    CODEGEN_FAILED,
-    LOG_LIMIT,
-    compiled_mark,
-    keep_under,
-    phase,
-    provenance_mark,
-    sampling_stacks,
-)
+from ..exchange.worklog import LOG_LIMIT, keep_under, phase
 from . import cpp_build, cpu_isa, switches
+from .accuracy import check_accuracy, diverging, max_abs_error
+from .compile_marks import marking_compile_times, provenance_so_far, recording_provenance
 
 if TYPE_CHECKING:
     from torch.export import ExportedProgram
@@ -361,7 +355,7 @@ class Worker:
                 phase("run", "probe")
                 with torch.no_grad():
                     results = compiled(*inputs)
-                diverged = _diverging(gm, inputs, names, results, accuracy)
+                diverged = diverging(gm, inputs, names, results, accuracy)
         except Exception as e:
             return p.Outcome(
                 key=request.key,
@@ -398,7 +392,7 @@ class Worker:
                     compiled = torch._inductor.compile(ep.module(), list(inputs), options=patches)
                 phase("run", "probe, just in time")
                 results = compiled(*inputs)
-            return _diverging(gm, inputs, names, results, accuracy)
+            return diverging(gm, inputs, names, results, accuracy)
         except Exception as e:
             if _poisons_cuda(str(e)):
                 raise  # nothing more can run in this process: the probe is inconclusive
@@ -505,7 +499,7 @@ class Worker:
         with torch.no_grad():
             self._enter("run", "compared with eager")
             check_accuracy(eager, compiled, args, self.init.accuracy or "accuracy")
-            return _max_abs_error(eager(*args), compiled(*args))
+            return max_abs_error(eager(*args), compiled(*args))
 
     def _enter(self, step: Phase, detail: str) -> None:
         self.phase = step
@@ -630,185 +624,6 @@ def _poisons_cuda(text: str) -> bool:
     return "CUDA error" in text
 
 
-@contextlib.contextmanager
-def recording_provenance():
-    """Inductor's provenance tracking for one compile, written to the log as a provenance mark (kernel
-    name and debug handle -> the graph nodes it came from), and AOTI's launch trace for its run (each
-    kernel's name printed before and after it runs, so that the log of a run that fails or dies says
-    in which kernel). Inductor keeps the map only while it compiles (a context resets it on the way out,
-    also when the compile fails, which is when it is wanted), so it is read on the way out of that
-    context; the mark is written before the run, which may kill the process. Caches stay on: the one
-    whose hit would skip code generation (and so record nothing), Inductor's FX graph cache, never serves
-    AOT compiles, and the others hold binaries (Triton's kernels, the wrapper's), whose code is still
-    generated; turning them all off (force_disable_caches) would slow the original's compile, on the
-    critical path of every mode."""
-    import torch._inductor.config as inductor_config
-    import torch._inductor.debug as debug
-
-    resetting = getattr(debug, "reset_provenance_globals", None)
-    if resetting is None or not hasattr(debug, "create_kernel_information_json"):
-        yield  # a torch without provenance tracking: the op-name guesses remain
-        return
-    kernels: dict[str, list[str]] = {}
-
-    @contextlib.contextmanager
-    def reading_on_exit():
-        with resetting():
-            try:
-                yield
-            finally:
-                for key, info in debug.create_kernel_information_json().items():
-                    nodes = kernels.setdefault(key, [])
-                    nodes.extend(n for n in _source_nodes(info) if n not in nodes)
-
-    debug.reset_provenance_globals = reading_on_exit
-    patches = {"trace.provenance_tracking_level": 1, "aot_inductor.debug_intermediate_value_printer": "3"}
-    try:
-        with inductor_config.patch(patches), recording_failed_codegen(kernels, debug):
-            yield
-    finally:
-        debug.reset_provenance_globals = resetting
-        provenance_mark(kernels)
-
-
-def provenance_so_far() -> None:
-    """A provenance mark of the compile still running, its code generated (recording_provenance's is written
-    when it ends): the kernel that did not compile is named by the nodes it came from."""
-    import torch._inductor.debug as debug
-
-    read = getattr(debug, "create_kernel_information_json", None)
-    if read is not None:
-        provenance_mark({key: _source_nodes(info) for key, info in read().items()})
-
-
-def _source_nodes(info: dict) -> list[str]:
-    """The program's nodes a kernel came from. A graph compiled as torch.compile compiles it after AOT autograd
-    (compile_fx_inner) has no pre-grad graph: its own nodes are the post-grad ones."""
-    return list(info.get("pre_grad_nodes") or info.get("post_grad_nodes") or [])
-
-
-@contextlib.contextmanager
-def marking_compile_times():
-    """Mark in the log, when a compile ends (or raises), how long it took and in which of Inductor's timers."""
-    from torch._dynamo import utils as dynamo_utils
-
-    timers = getattr(dynamo_utils, "compilation_time_metrics", {})  # a torch without them: the seconds alone
-    before = {key: sum(times) for key, times in timers.items()}
-    start = time.monotonic()
-    try:
-        with sampling_stacks(_stack_interval()):
-            yield
-    finally:
-        compiled_mark(
-            time.monotonic() - start, {key: sum(times) - before.get(key, 0.0) for key, times in timers.items()}
-        )
-
-
-def _stack_interval() -> float:
-    """AOTI_LENS_COMPILE_STACKS=SECONDS: every SECONDS of a compile, the compiling thread's stack goes to the log.
-    Inductor's timers name its phases but not a wait outside them (a subprocess, a lock, a pool that
-    starts): the stacks show what a slow compile was doing, in the logs a device run sends back."""
-    try:
-        return max(0.0, float(os.environ.get("AOTI_LENS_COMPILE_STACKS") or 0))
-    except ValueError:
-        return 0.0
-
-
-# The backends whose codegen_node turns one scheduler node (fused or not) into a kernel.
-_CODEGEN_BACKENDS = (
-    ("torch._inductor.codegen.cpp", "CppScheduling"),
-    ("torch._inductor.codegen.simd", "SIMDScheduling"),
-)
-
-
-@contextlib.contextmanager
-def recording_failed_codegen(kernels: dict[str, list[str]], debug):
-    """When generating a kernel's code raises (Inductor's CPU outer-loop fusion: `KeyError: 'buf59'`,
-    pytorch/pytorch#188228), the kernel has no provenance handle yet: record the graph nodes of the
-    scheduler node being generated, under `<node>:codegen-failed`."""
-    originals = []
-    for module_name, class_name in _CODEGEN_BACKENDS:
-        try:
-            cls = getattr(importlib.import_module(module_name), class_name)
-        except (ImportError, AttributeError):
-            continue
-        originals.append((cls, cls.codegen_node))
-        cls.codegen_node = _recording(cls.codegen_node, kernels, debug)
-    try:
-        yield
-    finally:
-        for cls, original in originals:
-            cls.codegen_node = original
-
-
-def _recording(codegen_node, kernels: dict[str, list[str]], debug):
-    def wrapped(self, node, *args, **kwargs):
-        try:
-            return codegen_node(self, node, *args, **kwargs)
-        except Exception:
-            if not any(key.endswith(CODEGEN_FAILED) for key in kernels):
-                kernels[f"{node.get_name()}:{CODEGEN_FAILED}"] = _graph_nodes_of(node, debug)
-            raise
-
-    return wrapped
-
-
-def _graph_nodes_of(node, debug) -> list[str]:
-    """The exported graph's nodes a scheduler node came from (Inductor's post-grad -> pre-grad map)."""
-    post_to_pre = getattr(debug, "_inductor_post_to_pre_grad_nodes", {}).get("postToPre", {})
-    found: list[str] = []
-    for snode in node.get_nodes():
-        for origin in getattr(snode.node, "origins", ()) or ():
-            for name in post_to_pre.get(origin.name, [origin.name]):
-                if name not in found:
-                    found.append(name)
-    return found
-
-
-def _diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
-    """The probed nodes whose compiled value differs from the eager run's, in graph order (the first is where
-    the failure starts): another dtype, shape or layout, floating-point values that fail the accuracy check, or
-    other integer or bool values, which the loose check (`mode` "accuracy") ignores as PyTorch's does."""
-    import copy
-
-    import torch
-    from torch._dynamo.debug_utils import cast_to_fp64
-
-    with torch.no_grad():
-        reference = gm(*inputs)
-        try:
-            fp64_model, fp64_inputs = cast_to_fp64(copy.deepcopy(gm), list(inputs))
-            fp64 = fp64_model(*fp64_inputs)
-        except Exception:  # as for PyTorch's check: without fp64 outputs, the fp32 run is the reference
-            fp64 = reference
-    loose = mode == "accuracy"
-    return [name for name, ref, res, ref64 in zip(names, reference, results, fp64) if _differs(ref, res, ref64, loose)]
-
-
-def _differs(ref, res, ref64, loose: bool) -> bool:
-    import torch
-    from torch._dynamo import config as dynamo_config
-    from torch._dynamo.utils import same
-
-    if isinstance(ref, torch.Tensor) and isinstance(res, torch.Tensor):
-        if ref.dtype != res.dtype or ref.shape != res.shape or _layout(ref) != _layout(res):
-            return True
-        if not (ref.is_floating_point() or ref.is_complex()):
-            return not loose and not torch.equal(ref, res)  # counts and masks have no tolerance
-    return not same(
-        ref, res, ref64, tol=dynamo_config.repro_tolerance, equal_nan=True, ignore_non_fp=loose, log_error=_quiet
-    )
-
-
-def _layout(t) -> tuple[int, ...]:
-    """The strides that place elements (a dim of size 1 has any)."""
-    return tuple(stride for size, stride in zip(t.shape, t.stride()) if size != 1)
-
-
-def _quiet(*args: object, **kwargs: object) -> None:
-    pass
-
-
 def _passed(key: str, start: float, saved: str | None, code: str, **found: Any) -> p.Outcome:
     _remove_saved(saved)  # only failing candidates become checkpoints
     return p.Outcome(key=key, status="passed", seconds=time.monotonic() - start, code=code, **found)
@@ -855,56 +670,6 @@ def _causes(error: BaseException) -> Iterator[BaseException]:
 
 def _compute_nodes(flat) -> list[str]:
     return [n.name for n in flat.graph.nodes if n.op == "call_function"]
-
-
-def check_accuracy(eager, compiled, args, mode: str) -> None:
-    from torch._dynamo.debug_utils import AccuracyError, same_two_models
-
-    loose = mode == "accuracy"
-    try:
-        matches = same_two_models(eager, compiled, list(args), only_fwd=True, require_fp64=loose, ignore_non_fp=loose)
-    except RuntimeError as e:
-        if _NO_FP64 not in str(e):
-            raise
-        # eager's fp64 run failed (a bf16 Llama on the GPU: out of memory, or a cast fp64 breaks): an fp32 run stands in
-        print(f"{_NO_FP64}: the reference is eager in fp32", flush=True)
-        matches = _same_as_fp32_reference(eager, compiled, list(args), loose)
-    if not matches:
-        raise AccuracyError("Bad accuracy detected")
-
-
-def _same_as_fp32_reference(eager, compiled, args: list, loose: bool) -> bool:
-    """same_two_models' comparison, its high-precision reference run in fp32 (which `same` reads as fp64's)."""
-    import copy
-
-    import torch
-    import torch._dynamo.config as dynamo_config
-    from torch._dynamo.debug_utils import cast_to, clone_inputs_retaining_gradness, run_fwd_maybe_bwd
-    from torch._dynamo.utils import same
-    from torch.utils._pytree import tree_map
-
-    expected = run_fwd_maybe_bwd(eager, args, True)
-    model, inputs = cast_to(torch.float32, copy.deepcopy(eager), clone_inputs_retaining_gradness(args))
-    widened = tree_map(
-        lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
-        run_fwd_maybe_bwd(model, inputs, True),
-    )
-    actual = run_fwd_maybe_bwd(compiled, args, True)
-    return same(expected, actual, widened, tol=dynamo_config.repro_tolerance, equal_nan=True, ignore_non_fp=loose)
-
-
-_NO_FP64 = "Could not generate fp64 outputs"  # same_two_models, where the model cannot run in fp64
-
-
-def _max_abs_error(expected, actual) -> float:
-    import torch
-    import torch.utils._pytree as pytree
-
-    worst = 0.0
-    for a, b in zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual)):
-        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and a.is_floating_point():
-            worst = max(worst, float((a.detach().double() - b.detach().double().to(a.device)).abs().max()))
-    return worst
 
 
 def _apply_config(launcher) -> list[str]:

@@ -1,0 +1,99 @@
+"""A compiled program's results against eager's, as PyTorch's accuracy minifier compares them (fp64 reference,
+tolerance, non-float values ignored in its loose mode), and per node for the accuracy probe, where a dtype, shape
+or layout that differs is a divergence too. Imports torch lazily; used inside workers only."""
+
+from __future__ import annotations
+
+
+def check_accuracy(eager, compiled, args, mode: str) -> None:
+    from torch._dynamo.debug_utils import AccuracyError, same_two_models
+
+    loose = mode == "accuracy"
+    try:
+        matches = same_two_models(eager, compiled, list(args), only_fwd=True, require_fp64=loose, ignore_non_fp=loose)
+    except RuntimeError as e:
+        if _NO_FP64 not in str(e):
+            raise
+        # eager's fp64 run failed (a bf16 Llama on the GPU: out of memory, or a cast fp64 breaks): an fp32 run stands in
+        print(f"{_NO_FP64}: the reference is eager in fp32", flush=True)
+        matches = _same_as_fp32_reference(eager, compiled, list(args), loose)
+    if not matches:
+        raise AccuracyError("Bad accuracy detected")
+
+
+def _same_as_fp32_reference(eager, compiled, args: list, loose: bool) -> bool:
+    """same_two_models' comparison, its high-precision reference run in fp32 (which `same` reads as fp64's)."""
+    import copy
+
+    import torch
+    import torch._dynamo.config as dynamo_config
+    from torch._dynamo.debug_utils import cast_to, clone_inputs_retaining_gradness, run_fwd_maybe_bwd
+    from torch._dynamo.utils import same
+    from torch.utils._pytree import tree_map
+
+    expected = run_fwd_maybe_bwd(eager, args, True)
+    model, inputs = cast_to(torch.float32, copy.deepcopy(eager), clone_inputs_retaining_gradness(args))
+    widened = tree_map(
+        lambda t: t.double() if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
+        run_fwd_maybe_bwd(model, inputs, True),
+    )
+    actual = run_fwd_maybe_bwd(compiled, args, True)
+    return same(expected, actual, widened, tol=dynamo_config.repro_tolerance, equal_nan=True, ignore_non_fp=loose)
+
+
+_NO_FP64 = "Could not generate fp64 outputs"  # same_two_models, where the model cannot run in fp64
+
+
+def max_abs_error(expected, actual) -> float:
+    import torch
+    import torch.utils._pytree as pytree
+
+    worst = 0.0
+    for a, b in zip(pytree.tree_leaves(expected), pytree.tree_leaves(actual)):
+        if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.numel() and a.is_floating_point():
+            worst = max(worst, float((a.detach().double() - b.detach().double().to(a.device)).abs().max()))
+    return worst
+
+
+def diverging(gm, inputs, names: list[str], results, mode: str) -> list[str]:
+    """The probed nodes whose compiled value differs from the eager run's, in graph order (the first is where
+    the failure starts): another dtype, shape or layout, floating-point values that fail the accuracy check, or
+    other integer or bool values, which the loose check (`mode` "accuracy") ignores as PyTorch's does."""
+    import copy
+
+    import torch
+    from torch._dynamo.debug_utils import cast_to_fp64
+
+    with torch.no_grad():
+        reference = gm(*inputs)
+        try:
+            fp64_model, fp64_inputs = cast_to_fp64(copy.deepcopy(gm), list(inputs))
+            fp64 = fp64_model(*fp64_inputs)
+        except Exception:  # as for PyTorch's check: without fp64 outputs, the fp32 run is the reference
+            fp64 = reference
+    loose = mode == "accuracy"
+    return [name for name, ref, res, ref64 in zip(names, reference, results, fp64) if _differs(ref, res, ref64, loose)]
+
+
+def _differs(ref, res, ref64, loose: bool) -> bool:
+    import torch
+    from torch._dynamo import config as dynamo_config
+    from torch._dynamo.utils import same
+
+    if isinstance(ref, torch.Tensor) and isinstance(res, torch.Tensor):
+        if ref.dtype != res.dtype or ref.shape != res.shape or _layout(ref) != _layout(res):
+            return True
+        if not (ref.is_floating_point() or ref.is_complex()):
+            return not loose and not torch.equal(ref, res)  # counts and masks have no tolerance
+    return not same(
+        ref, res, ref64, tol=dynamo_config.repro_tolerance, equal_nan=True, ignore_non_fp=loose, log_error=_quiet
+    )
+
+
+def _layout(t) -> tuple[int, ...]:
+    """The strides that place elements (a dim of size 1 has any)."""
+    return tuple(stride for size, stride in zip(t.shape, t.stride()) if size != 1)
+
+
+def _quiet(*args: object, **kwargs: object) -> None:
+    pass
