@@ -66,7 +66,10 @@ async def test_bad_launchers_get_one_clear_diagnostic_and_no_actions(tmp_path):
         ws,
         "run_3-pid_3",
         failure=False,
-        launcher_text=("from torch._dynamo.repro.after_dynamo import run_repro\nrun_repro(None)\n"),
+        launcher_text=(
+            "from torch._dynamo.repro.after_dynamo import run_repro\nclass Repro: pass\ndef load_args(reader): pass\n"
+            "run_repro(Repro(), load_args, backend='aot_eager')\n"
+        ),
     )
     good = fake_dump(ws, "run_4-pid_4")
     # keepWarm 0: nothing at all may run, not even the warm-up that the reproduced good launcher would get
@@ -78,7 +81,7 @@ async def test_bad_launchers_get_one_clear_diagnostic_and_no_actions(tmp_path):
         reasons = {
             not_python: "not valid Python",
             no_pt2: "exported program is missing",
-            dynamo: "repro_after='dynamo'",
+            dynamo: "backend='aot_eager'",
         }
         for launcher, reason in reasons.items():
             [diagnostic] = client.diagnostics[uri(launcher)]
