@@ -19,7 +19,7 @@ from .capture import capture_actions
 from .diagnostics import SOURCE
 from .failures import FailureRecord, uri_of
 from .feature import Feature, handler
-from .jobs import KINDS, JobKind, Working
+from .jobs import KINDS, JobKind, Jobs, Working
 from .live import stop
 from .protocol import (
     CANCEL,
@@ -68,6 +68,10 @@ def available(record: FailureRecord, working: Working | None) -> list[tuple[str,
 
 
 class Actions(Feature):
+    def __init__(self, ls: AotiLanguageServer, jobs: Jobs) -> None:
+        super().__init__(ls)
+        self.jobs = jobs  # who works on each failure: the jobs feature's, handed in at setup
+
     def register(self) -> None:
         ls = self.ls
         ls.feature(
@@ -96,7 +100,7 @@ class Actions(Feature):
             if record is None:
                 continue
             seen.add(record.id)
-            for i, (title, command) in enumerate(available(record, ls.jobs.working_on(record))):
+            for i, (title, command) in enumerate(available(record, self.jobs.working_on(record))):
                 actions.append(
                     types.CodeAction(
                         title=title,
@@ -113,7 +117,7 @@ class Actions(Feature):
         record = _lookup(ls, failure_id)
         if record is None:
             return
-        job = ls.jobs.running(record.id)
+        job = self.jobs.running(record.id)
         if job is None and (other := await self._minified_elsewhere(record)) is not None:
             hint = " (Cancel stops it as Ctrl-C would)" if record.external is not None else ""
             ls.tell(
@@ -126,9 +130,9 @@ class Actions(Feature):
             if not _allowed(ls, record):
                 return
             if job is not None:  # a reproduction; minify re-checks the failure itself
-                await ls.jobs.stop(record.id, "minification requested")
-            if ls.jobs.running(record.id) is None:  # else another request started it meanwhile
-                ls.jobs.start(record, "minify", user=True)
+                await self.jobs.stop(record.id, "minification requested")
+            if self.jobs.running(record.id) is None:  # else another request started it meanwhile
+                self.jobs.start(record, "minify", user=True)
                 return
         await ls.show(graph_uri(record.id), "the shrinking graph")
 
@@ -137,10 +141,10 @@ class Actions(Feature):
         record = _lookup(ls, failure_id)
         if record is None or not _allowed(ls, record):
             return
-        if (working := ls.jobs.working_on(record)) is not None:
+        if (working := self.jobs.working_on(record)) is not None:
             ls.tell(f"{record.id} is being worked on ({working.describe()})", types.MessageType.Info)
             return
-        ls.jobs.start(record, "run", user=True)
+        self.jobs.start(record, "run", user=True)
 
     async def triage(self, failure_id: str) -> None:
         """Minify first when there is no repro.py yet, then look for a workaround (`aoti-minify triage`)."""
@@ -148,26 +152,26 @@ class Actions(Feature):
         record = _lookup(ls, failure_id)
         if record is None or not _allowed(ls, record):
             return
-        job = ls.jobs.running(record.id)
+        job = self.jobs.running(record.id)
         if job is not None and job.kind == "minify" and record.state == "minimized" and job.task is not None:
             # its `done` came: only the standalone repro's check is left, seconds
             ls.tell(f"{record.id}: the workaround search starts once repro_standalone.py is checked")
             await asyncio.wait({job.task})
-            job = ls.jobs.running(record.id)
+            job = self.jobs.running(record.id)
         if job is not None and job.kind in ("minify", "triage"):
             ls.tell(f"{record.id} is being worked on ({job.kind}); find a workaround when it has ended")
             return
         if job is not None:  # a reproduction; triage re-checks the failure itself
-            await ls.jobs.stop(record.id, "a workaround search requested")
-        if ls.jobs.running(record.id) is None:
-            ls.jobs.start(record, "triage", user=True)
+            await self.jobs.stop(record.id, "a workaround search requested")
+        if self.jobs.running(record.id) is None:
+            self.jobs.start(record, "triage", user=True)
 
     async def _minified_elsewhere(self, record: FailureRecord) -> str | None:
         """The minify or triage a terminal runs on this dump, followed from now on; None if there is none. The
         dump's lock names it before the events log does (the log is read every half second)."""
         ls = self.ls
         if record.external is None and (holder := lock_holder(record.layout.lock)) is not None:
-            if holder.command not in ("minify", "triage") or holder.pid in ls.jobs.pids:
+            if holder.command not in ("minify", "triage") or holder.pid in self.jobs.pids:
                 return None
             await ls.live.follow([record])
             if record.external is None:  # no events log of it (yet): the lock is all there is to name it
@@ -179,7 +183,7 @@ class Actions(Feature):
     def cancel(self, failure_id: str) -> None:
         ls = self.ls
         record = _lookup(ls, failure_id)
-        if record is None or ls.jobs.cancel(record.id, "cancelled by the user"):
+        if record is None or self.jobs.cancel(record.id, "cancelled by the user"):
             return
         if record.external is None:
             ls.tell(f"nothing is running for {record.id}", types.MessageType.Info)
@@ -211,13 +215,13 @@ class Actions(Feature):
         ls = self.ls
         if not record.repro:
             ls.tell(f"{record.id} has no repro.py yet: minify it first", types.MessageType.Info)
-        elif (working := ls.jobs.working_on(record)) is not None:
+        elif (working := self.jobs.working_on(record)) is not None:
             ls.tell(
                 f"{record.id} is being worked on ({working.describe()}); {what} when that has ended",
                 types.MessageType.Info,
             )
         else:
-            ls.jobs.start(record, kind, user=True)
+            self.jobs.start(record, kind, user=True)
 
     async def show_shrink(self, failure_id: str) -> None:
         ls = self.ls

@@ -36,6 +36,7 @@ from .failures import FailureRecord, OnDisk, read_disk
 from .feature import Feature
 
 if TYPE_CHECKING:
+    from .jobs import Jobs
     from .protocol import Settings
     from .server import AotiLanguageServer
 
@@ -65,8 +66,9 @@ def scan(roots: Iterable[str]) -> list[str]:
 
 
 class Discovery(Feature):
-    def __init__(self, ls: AotiLanguageServer) -> None:
+    def __init__(self, ls: AotiLanguageServer, jobs: Jobs) -> None:
         super().__init__(ls)
+        self.jobs = jobs  # what it starts (background reproductions) and stops
         self.watch_registration: str | None = None
         self.scanned_roots: list[str] = []
 
@@ -189,7 +191,7 @@ class Discovery(Feature):
             if record is None:
                 record = ls.failures.add(launcher)
                 ls.log(f"found {record.noun} {record.id} at {launcher}")
-            if ls.jobs.working_on(record) is None:  # while a run goes on, its events are the truth
+            if self.jobs.working_on(record) is None:  # while a run goes on, its events are the truth
                 record.sync(disk)
             if record.problem:
                 ls.log(f"{record.id}: {record.problem}", types.MessageType.Warning)
@@ -199,7 +201,7 @@ class Discovery(Feature):
         self.start_background_work(fresh)
 
     def forget(self, record: FailureRecord, why: str) -> None:
-        self.ls.jobs.cancel(record.id, why)
+        self.jobs.cancel(record.id, why)
         self.ls.failures.remove(record.id)
         self.ls.live.forget(record.id)
         self.ls.log(f"{record.id}: removed because {why}", types.MessageType.Warning)
@@ -218,15 +220,15 @@ class Discovery(Feature):
                 ls.settings_for(record.launcher).auto_reproduce
                 and record.failure is None
                 and record.state == "found"
-                and not ls.jobs.running(record.id)
+                and not self.jobs.running(record.id)
             ):
                 if (other := lock_holder(record.layout.lock)) is not None:  # a terminal's run: it writes the result
                     ls.log(f"{record.id}: not reproduced in the background while {other.describe()} works on it")
                     continue
-                ls.jobs.start(record, "run", user=False)
+                self.jobs.start(record, "run", user=False)
                 started = True
         if usable and not started:  # a job started here warms the fork server itself
-            ls.jobs.warm(usable[0].launcher)
+            self.jobs.warm(usable[0].launcher)
 
 
 def _read_all(launchers: list[str]) -> list[OnDisk | None]:

@@ -35,6 +35,7 @@ from .feature import Feature
 from .protocol import RUNNING_STATES, State
 
 if TYPE_CHECKING:
+    from .jobs import Jobs
     from .server import AotiLanguageServer
 
 POLL_SECONDS = 0.5
@@ -74,8 +75,9 @@ def stop(begin: BeginEvent) -> bool:
 
 
 class LiveRuns(Feature):
-    def __init__(self, ls: AotiLanguageServer) -> None:
+    def __init__(self, ls: AotiLanguageServer, jobs: Jobs) -> None:
         super().__init__(ls)
+        self.jobs = jobs  # the editor's own runs, which are not followed from outside
         self._tails: dict[str, EventsTail] = {}  # by failure id
         self._lock = asyncio.Lock()  # one read of the logs at a time (they run in the executor)
         self._task: asyncio.Task[None] | None = None
@@ -126,7 +128,7 @@ class LiveRuns(Feature):
         if first:
             events = last_run(events)
             begin = events[0] if events and isinstance(events[0], BeginEvent) else None
-            if begin is None or begin.pid in self.ls.jobs.pids or not running(begin):
+            if begin is None or begin.pid in self.jobs.pids or not running(begin):
                 self._recall_shrink(record, events)
                 return
             events = events[1:]
@@ -137,7 +139,7 @@ class LiveRuns(Feature):
     def _on_event(self, record: FailureRecord, event: Event) -> None:
         ls = self.ls
         if isinstance(event, BeginEvent):
-            if event.pid in ls.jobs.pids or event.command not in COMMANDS:
+            if event.pid in self.jobs.pids or event.command not in COMMANDS:
                 return  # the server's own job: its events come on its stdout
             self._begin(record, event)
             return

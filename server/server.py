@@ -65,9 +65,9 @@ class AotiLanguageServer(LanguageServer):
         self.failures = FailureStore()
         self.configuration = Configuration(self)
         self.jobs = Jobs(self)
-        self.discovery = Discovery(self)
+        self.discovery = Discovery(self, self.jobs)
         self.documents = Documents(self)
-        self.live = LiveRuns(self)
+        self.live = LiveRuns(self, self.jobs)
         self.workarounds = Workarounds(self)
         # Hooks run in this order: settings are pulled before discovery scans; on a settings change,
         # jobs stop before discovery starts new ones.
@@ -78,7 +78,7 @@ class AotiLanguageServer(LanguageServer):
             self.live,
             self.documents,
             Hover(self),
-            Actions(self),
+            Actions(self, self.jobs),
             Capture(self),
             self.workarounds,  # before the diagnostics, which publish its own
             # before the diagnostics: a diagnostic names its failure by id, and a client that has one (a quick
