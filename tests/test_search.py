@@ -132,8 +132,8 @@ class SimulatedPool:
     at once, but only `workers` (the H200's eight) are spare for work run ahead. Compiles cost time in
     proportion to graph size."""
 
-    def __init__(self, fails, latency=lambda c: len(c) / 10, leads_at=(), workers=8):
-        self.fails, self.latency, self.workers = fails, latency, workers
+    def __init__(self, fails, latency=lambda c: len(c) / 10, leads_at=(), workers=8, together=()):
+        self.fails, self.latency, self.workers, self.known_together = fails, latency, workers, list(together)
         self.now = 0.0
         self._verdicts = {}
         self.running = {}  # candidate -> when it answers
@@ -166,6 +166,9 @@ class SimulatedPool:
     def leads(self):
         released, self.released = self.released, []
         return released
+
+    def together(self):
+        return self.known_together
 
     def spare(self):
         return max(0, self.workers - len(self.running))
@@ -468,8 +471,8 @@ class QueuedPool(SimulatedPool):
     """A SimulatedPool where only `workers` candidates compile at once; the others wait in a queue, foreground
     ones first (as the worker pool's)."""
 
-    def __init__(self, fails, latency, workers, leads_at=()):
-        super().__init__(fails, latency, leads_at, workers)
+    def __init__(self, fails, latency, workers, leads_at=(), together=()):
+        super().__init__(fails, latency, leads_at, workers, together)
         self.queue = []  # (candidate, background), in the order they start
         self.compiled = []
 
@@ -530,13 +533,13 @@ def test_nodes_known_to_fail_together_are_proven_by_complements_first():
     # a lying fake kernel (n1) and its reader (n2): a single node cannot show the lie
     names, space = chain(4)
     whole = frozenset(names)
-    pool = QueuedPool(lambda c: c == whole, latency=lambda c: 6.5, workers=2)
+    pool = QueuedPool(lambda c: c == whole, latency=lambda c: 6.5, workers=2, together=[frozenset({"n1", "n2"})])
     pool._verdicts[whole] = "fails"
-    race = Race(pool, together=[frozenset({"n1", "n2"})])
+    race = Race(pool)
     assert minimize(space, whole, race, guessed=True) == whole
     assert [len(c) for c in pool.compiled] == [3, 3, 3, 3] and race.implied == 4
-    elsewhere = Race(pool, together=[frozenset({"n1", "n9"})])  # a lie outside the graph says nothing of it
-    assert not elsewhere.needs_several([frozenset({"n1"})], whole)
+    pool.known_together = [frozenset({"n1", "n9"})]  # a lie outside the graph says nothing of it
+    assert not Race(pool).needs_several([frozenset({"n1"})], whole)
 
 
 def test_a_fused_kernel_s_group_that_won_loses_its_needless_nodes_in_one_round_of_complements():
@@ -544,9 +547,10 @@ def test_a_fused_kernel_s_group_that_won_loses_its_needless_nodes_in_one_round_o
     # failure needs 7 of them and none alone. Split by halves, quarters and eighths that all passed: 35 queries.
     names, space = chain(9)
     group, needed = frozenset(names), frozenset(names[1:8])
-    pool = QueuedPool(lambda c: needed <= c, latency=lambda c: 0.3, workers=2)
+    pairs = [frozenset(pair) for pair in itertools.combinations(names, 2)]
+    pool = QueuedPool(lambda c: needed <= c, latency=lambda c: 0.3, workers=2, together=pairs)
     pool._verdicts[group] = "fails"
-    race = Race(pool, together=[frozenset(pair) for pair in itertools.combinations(names, 2)])
+    race = Race(pool)
     assert minimize(space, group, race, guessed=True) == needed
     assert sorted(len(c) for c in pool.compiled) == [7] + [8] * 9  # the complements, then the two nodes' removal
     unfused = QueuedPool(lambda c: needed <= c, latency=lambda c: 0.3, workers=2)

@@ -75,8 +75,7 @@ def test_a_dynamo_level_launcher_is_traced_through_aot_autograds_decompositions_
 def test_a_launcher_traced_with_dynamic_shapes_keeps_the_dims_that_were_symbolic_and_only_those(dumps, tmp_path):
     # torch.compile(dynamic=True): the batch and token dims are symbols in load_args; the weights' are not, though
     # a symbolic make_fx alone (PyTorch's after_aot) would make them dynamic too
-    kind = dict(workload="nn-mlp-dynamic-relu-compile_error", compiler="torch.compile", repro_level=2)
-    launcher = dumps.get(str(tmp_path), **kind)
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-dynamic-relu-compile_error", compiler="torch.compile")
     assert "tracing_mode='symbolic'" in open(launcher).read()
     _, done = minify(launcher)
     assert done.nodes == 1 and "torch.ops.aten.relu.default" in open(done.repro).read()

@@ -36,12 +36,12 @@ LAUNCH_BLOCKING = {"CUDA_LAUNCH_BLOCKING": "1"}
 
 
 class KernelEvidence(Source):
-    def __init__(self, context: Context, together: list[Candidate]) -> None:
+    def __init__(self, context: Context) -> None:
         super().__init__(context)
         self.known = False
-        # node sets a failure likely needs several of, shared with the race: each pair of a kernel that failed
-        # while its nodes were fused (the index_put KeyError: none of its nodes fails alone)
-        self.together = together
+        # node sets a failure likely needs several of (the tester hands them to the race): each pair of a kernel
+        # that failed while its nodes were fused (the index_put KeyError: none of its nodes fails alone)
+        self.together: list[Candidate] = []
 
     def of_the_whole_graph(self, result: Result) -> list[Candidate]:
         """The slices around the kernel the whole graph's compile or run failed in, unless one is known already;

@@ -106,9 +106,7 @@ class PoolTester:
         self.found: list[Candidate] = []
         context = Context(session, pool, reporter, space, graph)
         self.accuracy = AccuracyProbe(context, lambda: self._verdicts, mismatched)
-        # node sets a failure likely needs several of, as evidence finds them (the race reads this list)
-        self.together: list[Candidate] = self.accuracy.shown_together()
-        self.kernel = KernelEvidence(context, self.together)
+        self.kernel = KernelEvidence(context)
         self.early = EarlyCheck(session, pool, reporter, self.standalone_header, progress.line)
         self.evidence: tuple[Evidence, ...] = (self.accuracy, self.kernel, self.early)
 
@@ -142,6 +140,9 @@ class PoolTester:
     def leads(self) -> list[Candidate]:
         found, self.found = self.found, []
         return found
+
+    def together(self) -> list[Candidate]:
+        return [*self.accuracy.shown_together(), *self.kernel.together]
 
     # --- answers -----------------------------------------------------------------------------------
 
@@ -359,7 +360,7 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
         progress = Progress(start_nodes=len(order), nodes=len(order))
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values.stored)))
         tester = PoolTester(session, pool, reporter, progress, space, graph, [m.node for m in values.mismatches])
-        race = Race(tester, together=tester.together)
+        race = Race(tester)
         checkpoints = Checkpointing(race, tester)
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
         # The loose accuracy check cannot tell a wrong value that reaches the output from one that only feeds

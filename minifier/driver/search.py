@@ -85,6 +85,10 @@ class Tester(Protocol):
     def leads(self) -> list[Candidate]:
         """Guesses that the evidence gathered since the last call points to, best first."""
 
+    def together(self) -> Sequence[Candidate]:
+        """Node sets the failure likely needs several of (a lying fake kernel and a node that reads it, two nodes
+        of a kernel that failed while fused), as evidence has found them so far."""
+
 
 @dataclass(frozen=True)
 class Space:
@@ -143,14 +147,11 @@ def canonical(candidate: Candidate) -> tuple[int, list[str]]:
 class Race:
     """Rounds on a Tester, with guesses raced beside them (see the module docstring)."""
 
-    def __init__(self, tester: Tester, together: Sequence[Candidate] = ()) -> None:
+    def __init__(self, tester: Tester) -> None:
         self.tester = tester
         self.racers: list[Candidate] = []
         self.running: dict[Candidate, bool] = {}  # -> in the background
         self.implied = 0  # candidates not compiled: part of a graph that passed
-        # node sets a failure likely needs several of (a lying fake kernel and a reader, two nodes of a kernel that
-        # failed while fused), read as they grow: evidence that comes during the search adds to them
-        self.together = together
 
     def race(self, guesses: Iterable[Candidate]) -> None:
         """Start guesses in the background; nothing ever waits on them. Evidence outranks a round's candidate
@@ -299,7 +300,7 @@ class Race:
         guessed = current in self.racers and any(
             len(c) == 1 and c in self.racers and verdicts.get(c, "passes") == "passes" for c in candidates
         )
-        return guessed or any(len(nodes) > 1 and nodes <= current for nodes in self.together)
+        return guessed or any(len(nodes) > 1 and nodes <= current for nodes in self.tester.together())
 
     def expect_final(self, candidate: Candidate) -> None:
         """Nothing follows the rounds here; minify's oracle starts the standalone check."""

@@ -102,7 +102,7 @@ def _compile(args: argparse.Namespace, debug_dir: str) -> None:
     os.chdir(args.out)  # where a level-1 dump writes its repro.py
     torch._dynamo.config.debug_dir_root = debug_dir
     inductor_config.aot_inductor.dump_aoti_minifier = True
-    model, inputs, dynamic_shapes, config = _workload(args.workload) if args.workload else _example(args)
+    model, inputs, dynamic_shapes, config = _workload(args.workload, args.compiler) if args.workload else _example(args)
     if args.repro_level is not None:
         config["aot_inductor.repro_level"] = args.repro_level
     if args.compiler == "torch.compile":  # torch.compile's dump, at the level AOTI's would have
@@ -134,13 +134,14 @@ def _example(args: argparse.Namespace) -> tuple:
     return model.to(args.device), tuple(t.to(args.device) for t in inputs), None, config
 
 
-def _workload(name: str) -> tuple:
+def _workload(name: str, compiler: str) -> tuple:
     from .workloads import WORKLOADS, prepare
 
     if name not in WORKLOADS:
         raise SystemExit(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
     prepared = prepare(WORKLOADS[name])
-    config = {**prepared.inductor_config, "aot_inductor.repro_level": prepared.repro_level}
+    level = prepared.repro_level if compiler == "aoti" else prepared.compile_repro_level
+    config = {**prepared.inductor_config, "aot_inductor.repro_level": level}
     return prepared.model, prepared.inputs, prepared.dynamic_shapes, config
 
 

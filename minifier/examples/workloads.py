@@ -177,6 +177,13 @@ class Workload:
         return 3 if failure.kills_process or failure.dynamic else 2
 
     @property
+    def compile_repro_level(self) -> int:
+        """torch.compile's (its after_aot dump checks accuracy at the symbolic sizes it traced; its level 3 dumps
+        before each run, too late for a compile error)."""
+        failure = self.failure_class
+        return 4 if failure.accuracy else 3 if failure.kills_process else 2
+
+    @property
     def imports(self) -> tuple[str, ...]:
         return self.failure_class.imports
 
@@ -298,6 +305,7 @@ class Prepared:
     dynamic_shapes: dict | tuple | None
     inductor_config: dict[str, object]
     repro_level: int
+    compile_repro_level: int  # under torch.compile
 
 
 def prepare(workload: Workload) -> Prepared:
@@ -329,6 +337,7 @@ def prepare(workload: Workload) -> Prepared:
         dynamic_shapes=rm.batch_and_tokens() if failure.dynamic else None,
         inductor_config=_injection(failure.injection, workload.device),
         repro_level=workload.repro_level,
+        compile_repro_level=workload.compile_repro_level,
     )
 
 
