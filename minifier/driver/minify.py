@@ -198,9 +198,15 @@ class PoolTester:
     def verdict(self, result: Result) -> Verdict:
         return classify(result, self.target, self.session.check_str)
 
-    def reclassify(self) -> None:
+    def aim(self, target: Signature | None, whole: Result | None = None) -> bool:
+        """The failure being minified is `target` (an earlier `run`'s, or the whole graph's `whole`): every verdict
+        so far is classified again against it. True where it raises before the C++ build, where candidates then
+        stop."""
+        self.target = target
+        self.stop_at_build = whole is not None and raised_before_build(whole)
         self._verdicts = {c: self.verdict(r) for c, r in self.results.items()}
         self.accuracy.probe_unless_lies_fail()
+        return self.stop_at_build
 
     # --- leads -------------------------------------------------------------------------------------
 
@@ -442,7 +448,7 @@ def first_round(
     target is known is classified again once it is."""
     full = tester.whole
     saved = session.saved_failure()
-    tester.target = saved.signature if saved else None
+    tester.aim(saved.signature if saved else None)
     if not session.options.skip_sanity:
         race.start(full)
     if saved is not None and saved.kernel is not None:
@@ -453,11 +459,8 @@ def first_round(
         # A run-ahead must not take a core the whole graph's compile needs: its verdict and the kernel evidence
         # that names the culprit would come later. Guesses from evidence still take any spare worker.
         race.verdict(full, then, after, room=devices.room_beside_a_compile())
-        tester.target = sanity(session, tester, full)
-        tester.stop_at_build = raised_before_build(tester.results[full])
-        if tester.stop_at_build:
+        if tester.aim(sanity(session, tester, full), tester.results[full]):
             reporter.say("the failure raises before the C++ build: a candidate that gets there passes, unbuilt")
-        tester.reclassify()
     if probing:  # localized by values, not by search: the probe's slices go ahead of the first round
         tester.accuracy.probe_first(race, tester.results.get(tester.whole))
     reporter.emit(
