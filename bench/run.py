@@ -139,6 +139,12 @@ class Row:
     repros: tuple[str, ...] = ()  # the final graph's hash of every aoti-lens run (each repeat, warm ones too)
 
 
+# Who compiles each workload's dump: examples/dump.py's arguments for it
+COMPILERS = {
+    "aoti": ["--compiler", "aoti"],
+    "torch.compile": ["--compiler", "torch.compile"],
+    "torch.compile-dynamo": ["--compiler", "torch.compile", "--repro-after", "dynamo"],
+}
 # The runs of one workload, in the order they are made; "warm" reuses the fork server "ours" leaves.
 MODES = ("pytorch", "ours", "warm", "triage", "no-slice", "slices-first", "run")
 AS_DUMPED = "cache-as-dumped"  # beside a workload's dump: its Inductor cache as the dump left it
@@ -159,9 +165,10 @@ def main() -> int:
     parser.add_argument(
         "--compiler",
         default="aoti",
-        choices=("aoti", "torch.compile"),
+        choices=tuple(COMPILERS),
         help="dump each workload's failure under aoti_compile_and_package (default) or torch.compile (its after_aot "
-        "launcher, beside PyTorch's after_aot minifier); a workload whose bug does not show there is skipped",
+        "launcher, or with torch.compile-dynamo its after_dynamo one, beside PyTorch's minifier of that launcher); a "
+        "workload whose bug does not show there is skipped",
     )
     parser.add_argument("--pytorch-timeout", type=float, default=1800.0)
     parser.add_argument("--skip-pytorch", default="", help="workloads (substrings) where PyTorch is not run")
@@ -209,7 +216,7 @@ def main() -> int:
         and (not args.only or any(s in w for s in args.only.split(",")))
     ]
     scratch = tempfile.mkdtemp(prefix="aoti-bench-")
-    compiled = "-torch.compile" if args.compiler == "torch.compile" else ""
+    compiled = "" if args.compiler == "aoti" else f"-{args.compiler}"
     out = args.out or os.path.join(ROOT, "bench", "results", f"results-{args.device}{compiled}.jsonl")
     measures: list[Measure] = []
     timelines: list[str] = []
@@ -429,7 +436,7 @@ def dump(out: str, name: str, device: str, compiler: str = "aoti") -> str:
         what = list(REAL_WORKLOADS[name].dump_args)
     cache = os.path.join(os.path.dirname(out), "dump-cache")
     proc = subprocess.run(
-        [sys.executable, "-m", "minifier.examples.dump", "--out", out, *what, "--compiler", compiler],
+        [sys.executable, "-m", "minifier.examples.dump", "--out", out, *what, *COMPILERS[compiler]],
         capture_output=True,
         text=True,
         cwd=ROOT,
