@@ -32,8 +32,8 @@ function nodeChain(text) {
 }
 
 async function openFailuresView(page) {
-  await page.locator('.activitybar .action-item a[aria-label="AOTI"], .activitybar .action-item .action-label[aria-label="AOTI"]').first().click();
-  await page.locator('.pane-header[aria-label*="AOTI Failures"]').first().waitFor({ state: 'attached', timeout: 20_000 });
+  await page.locator('.activitybar .action-item a[aria-label="aoti-lens"], .activitybar .action-item .action-label[aria-label="aoti-lens"]').first().click();
+  await page.locator('.pane-header[aria-label*="Inductor Failures"]').first().waitFor({ state: 'attached', timeout: 20_000 });
   // Widen the side bar (drag its sash) so the screenshots show the whole row: label, state, node count.
   const box = await page.locator('.part.sidebar').first().boundingBox();
   if (box && box.width < 600) {
@@ -97,9 +97,9 @@ test('tree, kernel diagnostic, minify from the tree, repro.py from Problems, shr
   await inWorkbench(dump.ws, cs, 'main', async (page) => {
     await h.openWorkbench(page, cs.folderUrl);
 
-    // 1. The AOTI Failures tree lists the failure with its signature.
+    // 1. The Inductor Failures tree lists the failure with its signature.
     await openFailuresView(page);
-    const row = await h.until('the AOTI Failures tree to list the failure', async () => (await h.treeRows(page)).find((t) => SIGNATURE.test(t)), { timeout: 90_000 });
+    const row = await h.until('the Inductor Failures tree to list the failure', async () => (await h.treeRows(page)).find((t) => SIGNATURE.test(t)), { timeout: 90_000 });
     h.log(`tree row: ${JSON.stringify(row)}`);
     await h.shot(page, '01-tree');
 
@@ -250,7 +250,7 @@ test('an interpreter without aoti-lens: one actionable notification, no retry lo
     await input.press('Tab');
     await h.until('the server to start with the fixed interpreter', async () => {
       const rows = await h.treeRows(page);
-      const welcome = await page.locator('.pane-body', { hasText: 'No AOTI failures found yet' }).count();
+      const welcome = await page.locator('.pane-body', { hasText: 'No AOTI or torch.compile failures found yet' }).count();
       return !rows.some((t) => /Language server not running/.test(t)) && welcome > 0;
     }, { timeout: 60_000 });
     await h.shot(page, '13-interpreter-fixed');

@@ -294,13 +294,13 @@ export async function runCommand(page, title) {
   await page.keyboard.press('Enter');
 }
 
-/** The visible rows of the AOTI Failures tree, as text. */
+/** The visible rows of the Inductor Failures tree, as text. */
 export async function treeRows(page) {
-  return page.locator('.pane:has(.pane-header[aria-label*="AOTI Failures"]) .monaco-list-row').allInnerTexts();
+  return page.locator('.pane:has(.pane-header[aria-label*="Inductor Failures"]) .monaco-list-row').allInnerTexts();
 }
 
 export function treeRow(page, text) {
-  return page.locator('.pane:has(.pane-header[aria-label*="AOTI Failures"]) .monaco-list-row', { hasText: text }).first();
+  return page.locator('.pane:has(.pane-header[aria-label*="Inductor Failures"]) .monaco-list-row', { hasText: text }).first();
 }
 
 export async function problemRows(page) {

@@ -1,4 +1,4 @@
-// The "AOTI Failures" tree: a thin view of the server's FailureList.
+// The "Inductor Failures" tree (AOTI and torch.compile): a thin view of the server's FailureList.
 import * as vscode from 'vscode';
 import type { FailureItem } from './protocol';
 import { describeFailure } from './presentation';

@@ -68,7 +68,7 @@ test("the extension's README lists every setting", () => {
 
 test('the failures view exists', () => {
   const views = Object.values(contributes.views).flat() as { id: string; name: string }[];
-  assert.ok(views.some((v) => v.id === VIEW_ID && v.name === 'AOTI Failures'));
+  assert.ok(views.some((v) => v.id === VIEW_ID && v.name === 'Inductor Failures'));
 });
 
 // Evaluate the `viewItem =~ /re/` part of each context-menu entry against our context values.
