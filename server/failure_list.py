@@ -1,4 +1,4 @@
-"""The failure list (`aoti/failures` and `aoti/failuresChanged`): what the client's AOTI Failures
+"""The failure list (`aoti/failures` and `aoti/failuresChanged`): what the client's Inductor Failures
 view shows, sent again whenever an item of it changes."""
 
 from __future__ import annotations
