@@ -3,10 +3,10 @@ program, compiled as torch.compile compiles it (imports torch; used inside worke
 
 Such a launcher holds the post-AOT-autograd graph (or Dynamo's graph, before it) as code (a `Repro` module) and
 its inputs as `load_args` (saved storages, or random values where none were saved). A worker runs its definitions
-once and traces the graph as after_aot does (make_fx, real sizes; Dynamo's with AOT autograd's decompositions);
-exported, it is a program like an AOTI dump's, so that candidates, checkpoints and the repro are made the same way
-for both. Each compile traces a program's module back to a flat
-ATen graph of its inputs and hands it to Inductor's `compile_fx_inner`: what torch.compile runs after AOT autograd.
+once and traces the graph as after_aot does (make_fx; Dynamo's with AOT autograd's decompositions), exported with
+the dims `load_args` writes as symbols dynamic: a program like an AOTI dump's, so that candidates, checkpoints and
+the repro are made the same way for both. Each compile traces a program's module back to a flat ATen graph of its
+inputs and hands it to Inductor's `compile_fx_inner`: what torch.compile runs after AOT autograd.
 """
 
 from __future__ import annotations
@@ -90,8 +90,8 @@ def _decompositions(spec: LauncherSpec) -> dict | None:
 
 
 def compile_graph(program: ExportedProgram, patches: dict) -> Callable:
-    """The program compiled as torch.compile compiles its graph after AOT autograd, on its example inputs' sizes;
-    called with the program's inputs."""
+    """The program compiled as torch.compile compiles its graph after AOT autograd, for its example inputs' sizes or,
+    where it has dynamic ones, its symbolic sizes; called with the program's inputs."""
     from torch._inductor.compile_fx import compile_fx_inner
 
     args, _ = program.example_inputs or ((), {})
