@@ -3,7 +3,14 @@ import shutil
 
 import pytest
 
-from minifier.contract.launcher import BadLauncher, find_launcher, parse_launcher, read_launcher, runnable_original
+from minifier.contract.launcher import (
+    BadLauncher,
+    find_launcher,
+    parse_launcher,
+    read_launcher,
+    runnable_original,
+    symbolic_inputs,
+)
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "seed_launcher.py")
 AFTER_AOT = os.path.join(os.path.dirname(__file__), "data", "after_aot_launcher.py")
@@ -178,3 +185,17 @@ def test_a_torch_compile_original_reads_its_saved_inputs_where_they_are_now(tmp_
     text = runnable_original(read_launcher(str(minifier / "minifier_launcher.py")))
     [call] = [line for line in text.splitlines() if line.strip().startswith("run_repro(")]
     assert f"save_dir={str(minifier / 'checkpoints')!r}" in call and "command='run'" in call
+
+
+def test_the_dims_a_dynamic_launcher_writes_as_symbols_are_its_dynamic_ones_and_only_those(tmp_path):
+    path = tmp_path / "minifier_launcher.py"
+    path.write_text(
+        "s77 = 4\ndef load_args(reader):\n"
+        "    buf0 = reader.storage(None, 256)\n    reader.tensor(buf0, (8, 8), is_leaf=True)  # arg0_1\n"
+        "    reader.symint(4, expr='s77')  # arg1_1\n    reader.symint(3)  # arg2_1\n"
+        "    buf1 = reader.storage(None, 32*s77)\n    reader.tensor(buf1, (s77, 8), is_leaf=True)  # arg3_1\n"
+        "    reader.const('c')  # arg4_1\n"
+    )
+    assert symbolic_inputs(str(path), 5) == [(), True, False, (0,), False]
+    with pytest.raises(ValueError, match="load_args reads 6 inputs"):
+        symbolic_inputs(str(path), 6)

@@ -214,6 +214,27 @@ def saved_inputs(spec: LauncherSpec) -> str | None:
     return None
 
 
+def symbolic_inputs(path: str, count: int) -> list[tuple[int, ...] | bool]:
+    """Per input a torch.compile launcher's `load_args` reads (`count` of them), what was dynamic where torch.compile
+    compiled it: a tensor's dims written as symbols (`(s77, 8)`: (0,)), whether an int is a symbol (`reader.symint(4,
+    expr='s77')`); a constant or an unsupported value is never dynamic."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read(), path)
+    load_args = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "load_args")
+    found: list[tuple[int, ...] | bool] = []
+    for statement in load_args.body:  # PyTorch writes one reader call a line: `buf = reader.storage(...)`, ...
+        call = getattr(statement, "value", None)
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)) or call.func.attr == "storage":
+            continue
+        if call.func.attr == "tensor" and len(call.args) > 1 and isinstance(call.args[1], ast.Tuple):
+            found.append(tuple(i for i, e in enumerate(call.args[1].elts) if not isinstance(e, ast.Constant)))
+        else:  # symint, const, unsupported, generator, ...: one input each
+            found.append(call.func.attr == "symint" and any(k.arg == "expr" for k in call.keywords))
+    if len(found) != count:
+        raise ValueError(f"{path}: load_args reads {count} inputs in a shape aoti-lens does not follow")
+    return found
+
+
 def runnable_original(spec: LauncherSpec) -> str:
     """The launcher's text as a script that runs the original program once, from any folder, with the torch it runs
     under (another release's): its `run_repro` told `command='run'`, its program and saved inputs named where they

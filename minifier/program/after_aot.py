@@ -11,7 +11,6 @@ inputs and hands it to Inductor's `compile_fx_inner`: what torch.compile runs af
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import fcntl
 import os
@@ -21,7 +20,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch.export import ExportedProgram
 
-from ..contract.launcher import CONFIG_MODULES, LauncherSpec, saved_inputs
+from ..contract.launcher import CONFIG_MODULES, LauncherSpec, saved_inputs, symbolic_inputs
 
 
 def save_graph(spec: LauncherSpec) -> None:
@@ -54,29 +53,14 @@ def export_launcher(spec: LauncherSpec) -> ExportedProgram:
 
 
 def dynamic_dims(path: str, count: int) -> tuple:
-    """Per input of the launcher's `load_args`, what was dynamic where torch.compile compiled it: the tensor dims
-    written as symbols (`(s77, 8)`) and the symbolic ints, as export's dynamic_shapes. The others stay static, as
-    they were (a symbolic make_fx alone would make every dim dynamic)."""
+    """export's dynamic_shapes for the launcher's inputs: the dims torch.compile compiled as dynamic (launcher.
+    symbolic_inputs), the others static, as they were (a symbolic make_fx alone would make every dim dynamic)."""
     from torch.export import Dim
 
-    with open(path, encoding="utf-8") as f:
-        tree = ast.parse(f.read(), path)
-    load_args = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "load_args")
-    dims: list = []
-    for statement in load_args.body:  # PyTorch writes one reader call a line: `buf = reader.storage(...)`, ...
-        node = getattr(statement, "value", None)
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)) or node.func.attr == "storage":
-            continue
-        if node.func.attr == "tensor" and len(node.args) > 1 and isinstance(node.args[1], ast.Tuple):
-            symbolic = [i for i, e in enumerate(node.args[1].elts) if not isinstance(e, ast.Constant)]
-            dims.append({i: Dim.AUTO for i in symbolic} or None)
-        elif node.func.attr == "symint":
-            dims.append(Dim.AUTO if any(k.arg == "expr" for k in node.keywords) else None)
-        else:  # const, unsupported, generator, ...: one input each, never dynamic
-            dims.append(None)
-    if len(dims) != count:
-        raise ValueError(f"{path}: load_args reads {count} inputs in a shape aoti-lens does not follow")
-    return tuple(dims)
+    return tuple(
+        (Dim.AUTO if dims else None) if isinstance(dims, bool) else ({i: Dim.AUTO for i in dims} or None)
+        for dims in symbolic_inputs(path, count)
+    )
 
 
 def _decompositions(spec: LauncherSpec) -> dict | None:
