@@ -18,11 +18,13 @@ from minifier.contract.signature import ErrorAnalysis, KernelRef, Signature
 from minifier.contract.wire import WireError
 from minifier.exchange import fork_protocol as fp
 from minifier.exchange.worker_protocol import (
+    Divergence,
     KeptNodes,
     Outcome,
     ProbeRequest,
     QueryRequest,
     SavedProgram,
+    TrialFindings,
     TrialOptions,
     decode_reply,
     decode_request,
@@ -80,7 +82,7 @@ def test_bad_lines_are_rejected_clearly(line, message):
 
 
 def test_worker_messages_round_trip():
-    query = QueryRequest(key="abc", program=KeptNodes(["relu"]), values_path="/v.pt")
+    query = QueryRequest(key="abc", program=KeptNodes(["relu"], "/v.pt"))
     assert decode_request(encode(query)) == query
     trial = QueryRequest(
         key="t", program=SavedProgram("/r.pt2"), trial=TrialOptions(configs={"cpp.simdlen": 0}, aten_fallback=["a"])
@@ -94,6 +96,11 @@ def test_worker_messages_round_trip():
         error=ErrorAnalysis(signature=SIG, headline="h", kernel=KernelRef(file="/k.cpp", line=15)),
     )
     assert decode_reply(encode(outcome)) == outcome
+    # each operation's findings come back as their own variant, and only they
+    probed = Outcome(key="probe", status="passed", seconds=2.0, findings=Divergence(["mul"], ["view"]))
+    tried = Outcome(key="t", status="passed", seconds=3.0, findings=TrialFindings(0.5, ["p1"], ["aten.relu"], "f0"))
+    assert decode_reply(encode(probed)) == probed and decode_reply(encode(probed)).trial() == TrialFindings()
+    assert decode_reply(encode(tried)) == tried and decode_reply(encode(tried)).divergence() == Divergence()
 
 
 @pytest.mark.parametrize(

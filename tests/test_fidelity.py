@@ -134,7 +134,7 @@ def test_inductor_buffer_names_do_not_split_one_real_bug(dumps, tmp_path):
         mask = [n.name for n in graph.nodes if n.op in ("full", "arange", "unsqueeze", "index_put_", "softmax")]
         masked_add = [n.name for n in graph.nodes if n.op == "add" and any(nodes[a].op == "index_put_" for a in n.args)]
         [result] = pool.evaluate(
-            [p.QueryRequest(key="mask", program=p.KeptNodes(mask + masked_add), values_path=session.layout.values)],
+            [p.QueryRequest(key="mask", program=p.KeptNodes(mask + masked_add, session.layout.values))],
             lambda r: True,
         )
     finally:
@@ -160,8 +160,8 @@ def test_a_candidate_that_reaches_the_build_of_a_failure_raised_before_it_passes
         values = session.layout.values
         queries = [
             p.QueryRequest(key="whole", program=p.OriginalProgram()),
-            p.QueryRequest(key="linear", program=p.KeptNodes(linear), values_path=values, stop_at_build=True),
-            p.QueryRequest(key="bug", program=p.KeptNodes(bug), values_path=values, stop_at_build=True),
+            p.QueryRequest(key="linear", program=p.KeptNodes(linear, values), stop_at_build=True),
+            p.QueryRequest(key="bug", program=p.KeptNodes(bug, values), stop_at_build=True),
         ]
         results = {r.query.key: r for r in pool.evaluate(queries, lambda r: False)}
         whole, stopped, failing = (results[q.key] for q in queries)

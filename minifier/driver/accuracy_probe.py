@@ -99,10 +99,11 @@ class AccuracyProbe(Source):
     def localized(self, result: Result) -> list[Candidate]:
         """The first node whose compiled value diverges, alone, then with its producers: the slices
         where an accuracy failure starts. Nothing when the probe is inconclusive."""
-        diverged = result.outcome.diverged if result.outcome else []
+        found = result.outcome.divergence() if result.outcome else p.Divergence()
+        diverged = found.diverged
         args = self.graph.compute_args()
         if self.session.accuracy == "accuracy" and result.outcome:
-            diverged = reaching_outputs(diverged, args, self.graph.outputs, set(result.outcome.uncompared))
+            diverged = reaching_outputs(diverged, args, self.graph.outputs, set(found.uncompared))
         if not diverged:
             why = one_line(result) or "no intermediate value diverges"
             self.reporter.say(f"accuracy probe inconclusive ({why[:120]}); the search goes on")

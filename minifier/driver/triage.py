@@ -151,15 +151,15 @@ class Triaging:
         if self.target is None or self.verdict(baseline) != "fails":
             raise DoesNotFail(f"the minimal repro does not fail here: {one_line(baseline) or 'it ran'}")
         # a change that leaves Inductor's code as the baseline's is not compiled: it fails as the baseline did
-        self.failing_code = baseline.outcome.generated if baseline.outcome else None
+        recorded = baseline.outcome.trial() if baseline.outcome else p.TrialFindings()
+        self.failing_code = recorded.generated
         # a change the minimal graph gets past its failure with is checked on the original by a full compile anyway
         self.stop_at_build = raised_before_build(baseline)
         phase = phase_of(baseline, self.target)
-        passes = baseline.outcome.passes if baseline.outcome else []
         # the ops Inductor lowered (decompositions applied: mish's log1p, relu_ as relu), else the graph's own
-        self.lowered = list(dict.fromkeys(baseline.outcome.lowered if baseline.outcome else [])) or self.ops
+        self.lowered = list(dict.fromkeys(recorded.lowered)) or self.ops
         # no config makes compiled code right that was told wrong sizes: the fix is the user's fake kernel
-        changes = [] if self.lies else candidates(values, graph.device, self.target.kind, passes)
+        changes = [] if self.lies else candidates(values, graph.device, self.target.kind, recorded.passes)
         self.reporter.say(
             f"triage: {self.target.describe()} ({phase}); trying {len(changes)} config changes on the minimal graph"
             + (f" ({self.lies[0].describe()})" if self.lies else "")
@@ -256,7 +256,7 @@ class Triaging:
         answer = Answer(
             verdict=says,
             seconds=round(result.seconds, 2),
-            max_abs_error=outcome.max_abs_error if outcome else None,
+            max_abs_error=outcome.trial().max_abs_error if outcome else None,
             detail=one_line(result),
         )
         self.emit(

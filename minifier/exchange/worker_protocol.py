@@ -124,9 +124,10 @@ class OriginalProgram:
 
 @dataclass(frozen=True)
 class KeptNodes:
-    """The graph made of these nodes of the original, fed the values the eager run saved (`values_path`)."""
+    """The graph made of these nodes of the original, fed the values the eager run saved at `values_path`."""
 
     nodes: list[str]
+    values_path: str
     source: Literal["kept"] = "kept"
 
 
@@ -191,7 +192,6 @@ class QueryRequest:
 
     key: str
     program: Program
-    values_path: str | None = None
     save_pt2: str | None = None
     provenance: bool = False
     own_cache: bool = False
@@ -204,7 +204,7 @@ class QueryRequest:
 @dataclass(frozen=True)
 class ProbeRequest:
     """Localize an accuracy failure by values: compile the graph once with every tensor node an output and compare
-    each with the eager fp64 reference (Outcome.diverged), from the values the eager run saved at `values_path`.
+    each with the eager fp64 reference (Divergence), from the values the eager run saved at `values_path`.
     The pool schedules it as a query."""
 
     key: str
@@ -303,9 +303,36 @@ class Shared:
 
 
 @dataclass(frozen=True)
+class Divergence:
+    """A probe's findings (ProbeRequest): its nodes off the reference, in graph order, and the floating-point values
+    it could not compare (views, what an in-place op overwrites)."""
+
+    diverged: list[str] = field(default_factory=list)
+    uncompared: list[str] = field(default_factory=list)
+    kind: Literal["divergence"] = "divergence"
+
+
+@dataclass(frozen=True)
+class TrialFindings:
+    """What a query's TrialOptions asked to know. With `compare`: the largest difference from eager over all
+    outputs. With `record_compile`: the passes applied, in order, the ops lowered (after decompositions) and the
+    generated code's fingerprint."""
+
+    max_abs_error: float | None = None
+    passes: list[str] = field(default_factory=list)
+    lowered: list[str] = field(default_factory=list)
+    generated: str | None = None
+    kind: Literal["trial"] = "trial"
+
+
+Findings = Divergence | TrialFindings
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What happened to one candidate inside the worker (crashes and timeouts are seen by the driver).
-    "out_of_memory": an allocation found no GPU or host memory; no verdict (the pool runs it again)."""
+    "out_of_memory": an allocation found no GPU or host memory; no verdict (the pool runs it again).
+    `findings`: what the operation found besides its verdict, where it was asked (a probe, a triage trial)."""
 
     key: str
     status: Literal["passed", "raised", "export_error", "unchanged", "out_of_memory"]
@@ -315,15 +342,15 @@ class Outcome:
     code: str = ""
     pt2: str | None = None
     poisoned: bool = False
-    diverged: list[str] = field(default_factory=list)  # a probe's nodes off the reference, in graph order
     built: bool | None = None  # the compile reached the package's C++ build (None: no compile ran)
-    # a probe's floating-point values it could not compare: views, what an in-place op overwrites
-    uncompared: list[str] = field(default_factory=list)
-    max_abs_error: float | None = None  # with `compare`: the largest difference from eager over all outputs
-    passes: list[str] = field(default_factory=list)  # with `record_compile`: the passes applied, in order
-    lowered: list[str] = field(default_factory=list)  # with `record_compile`: the ops lowered (after decompositions)
-    generated: str | None = None  # with `record_compile`: the generated code's fingerprint
+    findings: Findings | None = None
     type: Literal["outcome"] = "outcome"
+
+    def trial(self) -> TrialFindings:
+        return self.findings if isinstance(self.findings, TrialFindings) else TrialFindings()
+
+    def divergence(self) -> Divergence:
+        return self.findings if isinstance(self.findings, Divergence) else Divergence()
 
 
 @dataclass(frozen=True)

@@ -242,7 +242,7 @@ class Worker:
                 ep, args, eager = _export_script(source.path)
                 kwargs = {}
             else:
-                ep, args, eager = self._export_candidate(source, request.values_path)
+                ep, args, eager = self._export_candidate(source)
                 kwargs = {}
         except Exception as e:
             if out_of_memory(e):
@@ -300,10 +300,8 @@ class Worker:
                 code=code,
                 pt2=saved,
                 poisoned=poisoned,
-                passes=recorded.passes if recorded else [],
-                lowered=recorded.lowered if recorded else [],
-                generated=recorded.generated if recorded else None,
                 built=build.reached,
+                findings=_trial_findings(recorded, max_abs_error),
             )
         finally:
             _remove(package)
@@ -313,10 +311,7 @@ class Worker:
             saved,
             code,
             built=build.reached,
-            max_abs_error=max_abs_error,
-            passes=recorded.passes if recorded else [],
-            lowered=recorded.lowered if recorded else [],
-            generated=recorded.generated if recorded else None,
+            findings=_trial_findings(recorded, max_abs_error),
         )
 
     def standalone(self, request: p.StandaloneRequest) -> p.Reply:
@@ -372,8 +367,7 @@ class Worker:
             key=request.key,
             status="passed",
             seconds=time.monotonic() - start,
-            diverged=diverged,
-            uncompared=uncompared,
+            findings=p.Divergence(diverged, uncompared),
         )
 
     def _probe_just_in_time(self, ep, gm, inputs, names: list[str], accuracy: str) -> list[str]:
@@ -399,7 +393,7 @@ class Worker:
             print(f"the probe just in time raised, the package's probe follows: {type(e).__name__}: {e}", flush=True)
             return []
 
-    def _values(self, path: str | None) -> dict:
+    def _values(self, path: str) -> dict:
         import torch
 
         if self.values is None or self.values_path != path:
@@ -409,12 +403,12 @@ class Worker:
             self.values_path = path
         return self.values
 
-    def _export_candidate(self, kept: p.KeptNodes, values_path: str | None):
+    def _export_candidate(self, kept: p.KeptNodes):
         import torch
 
         from ..program.graph import build_candidate, dynamic_shapes
 
-        gm, inputs, dims = build_candidate(self.flat, set(kept.nodes), self._values(values_path))
+        gm, inputs, dims = build_candidate(self.flat, set(kept.nodes), self._values(kept.values_path))
         strict = self.init.export_mode == "dynamo"
         ep = torch.export.export(gm, tuple(inputs), dynamic_shapes=dynamic_shapes(dims), strict=strict)
         return ep, tuple(inputs), gm
@@ -627,6 +621,13 @@ def _poisons_cuda(text: str) -> bool:
 def _passed(key: str, start: float, saved: str | None, code: str, **found: Any) -> p.Outcome:
     _remove_saved(saved)  # only failing candidates become checkpoints
     return p.Outcome(key=key, status="passed", seconds=time.monotonic() - start, code=code, **found)
+
+
+def _trial_findings(recorded: switches.Recorded | None, max_abs_error: float | None) -> p.TrialFindings | None:
+    if recorded is None and max_abs_error is None:
+        return None  # the query asked neither
+    found = recorded or switches.Recorded()
+    return p.TrialFindings(max_abs_error, found.passes, found.lowered, found.generated)
 
 
 def _remove_saved(saved: str | None) -> None:
