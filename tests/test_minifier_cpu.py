@@ -30,6 +30,7 @@ from minifier.contract.events import (
 )
 from minifier.contract.launcher import read_launcher
 from minifier.contract.layout import DumpLayout, launchers_in
+from minifier.driver.evidence import Context
 from minifier.driver.minify import PoolTester, Progress
 from minifier.driver.options import Options
 from minifier.driver.reporter import Reporter
@@ -97,9 +98,8 @@ def test_the_accuracy_probe_s_slices_race_as_soon_as_it_answers(dumps, tmp_path,
         values = pool.call(p.ValuesRequest(path=session.layout.values)).stored
         order = graph.compute_nodes()
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values)))
-        tester = PoolTester(
-            session, pool, Reporter(False), Progress(start_nodes=len(order), nodes=len(order)), space, graph
-        )
+        context = Context(session, pool, Reporter(False), space, graph)
+        tester = PoolTester(context, Progress(start_nodes=len(order), nodes=len(order)))
         assert tester.accuracy.start()
         while tester.accuracy.probed is None:  # no round has started: nothing called probe_first
             tester.wait()

@@ -32,7 +32,6 @@ from ..contract.events import (
 )
 from ..contract.signature import Signature
 from ..exchange import worker_protocol as p
-from ..exchange.worker_protocol import GraphInfo
 from ..processes.pool import Pool, Result, WorkerLost
 from . import devices
 from .accuracy_probe import AccuracyProbe
@@ -79,21 +78,10 @@ class PoolTester:
     run beside the search (the kernel's, the accuracy probe's, the early standalone check's) go to their own
     piece, and the leads they bring to the race."""
 
-    def __init__(
-        self,
-        session: Session,
-        pool: Pool,
-        reporter: Reporter,
-        progress: Progress,
-        space: Space,
-        graph: GraphInfo,
-        mismatched: Iterable[str] = (),
-    ) -> None:
-        self.session = session
-        self.graph = graph
-        self.whole = space.whole
-        self.pool = pool
-        self.reporter = reporter
+    def __init__(self, context: Context, progress: Progress, mismatched: Iterable[str] = ()) -> None:
+        self.session, self.pool, self.reporter = context.session, context.pool, context.reporter
+        self.graph = context.graph
+        self.whole = context.space.whole
         self.progress = progress
         self.target: Signature | None = None
         self.stop_at_build = False  # the target raises before the package's C++ build: candidates stop there
@@ -104,10 +92,9 @@ class PoolTester:
         self.retried: set[Candidate] = set()
         self.warned: set[str] = set()
         self.found: list[Candidate] = []
-        context = Context(session, pool, reporter, space, graph)
         self.accuracy = AccuracyProbe(context, lambda: self._verdicts, mismatched)
         self.kernel = KernelEvidence(context)
-        self.early = EarlyCheck(session, pool, reporter, self.standalone_header, progress.line)
+        self.early = EarlyCheck(self.session, self.pool, self.reporter, self.standalone_header, progress.line)
         self.evidence: tuple[Evidence, ...] = (self.accuracy, self.kernel, self.early)
 
     # --- search.Tester -----------------------------------------------------------------------------
@@ -237,8 +224,7 @@ class PoolTester:
         save_pt2 = os.path.join(self.session.layout.candidates, f"{key}.pt2")
         return p.QueryRequest(
             key=key,
-            program=p.KeptNodes(sorted(candidate)),
-            values_path=self.session.layout.values,
+            program=p.KeptNodes(sorted(candidate), self.session.layout.values),
             save_pt2=save_pt2,
             stop_at_build=self.stop_at_build,
         )
@@ -260,9 +246,12 @@ def whole_graph_query(session: Session, whole: Candidate) -> p.QueryRequest:
 
 class Checkpointing:
     """The search's Oracle: the race's rounds, each smaller failing graph a checkpoint at once, each
-    candidate known already reported as a cached verdict. The tester only compiles and caches."""
+    candidate known already reported as a cached verdict. The tester only compiles and caches; this reads its
+    cache."""
 
-    def __init__(self, race: Race, tester: PoolTester) -> None:
+    def __init__(self, context: Context, progress: Progress, race: Race, tester: PoolTester) -> None:
+        self.session, self.reporter = context.session, context.reporter
+        self.progress = progress
         self.race = race
         self.tester = tester
 
@@ -291,8 +280,8 @@ class Checkpointing:
     def accept(self, candidate: Candidate) -> Candidate:
         """A smaller failing graph becomes the current one and, at once, a checkpoint. One the search took
         without its compile (a part of it failed) waits for the next round's, which failed itself."""
-        if len(candidate) < self.tester.progress.nodes and self.tester.verdicts.get(candidate) == "fails":
-            self.tester.progress.nodes = len(candidate)
+        if len(candidate) < self.progress.nodes and self.tester.verdicts.get(candidate) == "fails":
+            self.progress.nodes = len(candidate)
             self.write_checkpoint(candidate)
             # a larger graph's standalone check, started beside the round a guess won meanwhile, holds a worker
             # the rounds after it need
@@ -302,49 +291,47 @@ class Checkpointing:
     def write_checkpoint(self, candidate: Candidate) -> bool:
         saved = _saved_program(self.tester.results[candidate]) if candidate in self.tester.results else None
         if saved is None:
-            self.tester.reporter.log(
-                f"no saved program for the {len(candidate)}-node graph; checkpoint skipped", "warning"
-            )
+            self.reporter.log(f"no saved program for the {len(candidate)}-node graph; checkpoint skipped", "warning")
             return False
         pt2, code = saved
         header = [
-            f"aoti-lens checkpoint: {len(candidate)} of {self.tester.progress.start_nodes} graph nodes",
+            f"aoti-lens checkpoint: {len(candidate)} of {self.progress.start_nodes} graph nodes",
             f"reproduces: {self.tester.target.describe() if self.tester.target else 'the original failure'}",
         ]
         path = write_checkpoint(
-            self.tester.session.layout,
-            self.tester.session.spec,
-            self.tester.session.accuracy,
+            self.session.layout,
+            self.session.spec,
+            self.session.accuracy,
             len(candidate),
             pt2,
             code,
             header,
-            self.tester.session.options.imports,
+            self.session.options.imports,
         )
-        self.tester.progress.checkpoint, self.tester.progress.checkpoint_nodes = path, len(candidate)
-        self.tester.reporter.emit(
+        self.progress.checkpoint, self.progress.checkpoint_nodes = path, len(candidate)
+        self.reporter.emit(
             CheckpointEvent(
                 nodes=len(candidate),
                 path=path,
                 graph=code,
-                queries=self.tester.progress.queries,
-                seconds=self.tester.progress.seconds,
+                queries=self.progress.queries,
+                seconds=self.progress.seconds,
             )
         )
-        self.tester.reporter.say(f"{self.tester.progress.line()} | checkpoint {path}")
+        self.reporter.say(f"{self.progress.line()} | checkpoint {path}")
         return True
 
     def report_cached(self, candidates: Sequence[Candidate]) -> None:
         for candidate in candidates:
             verdict = self.tester.verdicts.get(candidate)
             if verdict is not None:
-                self.tester.reporter.emit(
+                self.reporter.emit(
                     CandidateEvent(
                         nodes=len(candidate),
                         verdict=verdict,
                         seconds=0.0,
                         cached=True,
-                        queries=self.tester.progress.queries,
+                        queries=self.progress.queries,
                     )
                 )
 
@@ -365,9 +352,8 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
         values = stored_values(session, pool, reporter)
         progress = Progress(start_nodes=len(order), nodes=len(order))
         space = Space(order=order, closure=make_closure(graph.compute_args(), set(values.stored)))
-        tester = PoolTester(session, pool, reporter, progress, space, graph, [m.node for m in values.mismatches])
-        race = Race(tester)
-        checkpoints = Checkpointing(race, tester)
+        run = MinifyRun.of(Context(session, pool, reporter, space, graph), progress, values)
+        tester, race, checkpoints = run.tester, run.race, run.checkpoints
         reporter.say(f"minifying {len(order)} nodes with {options.workers} worker(s)")
         # The loose accuracy check cannot tell a wrong value that reaches the output from one that only feeds
         # a boolean mask (PyTorch's accuracy-vs-strict-accuracy parity): split into single nodes, the mask's
@@ -377,12 +363,7 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
         small = 0 if session.accuracy == "accuracy" else SMALL_GRAPH
         # the round after a half that fails is the first round from that half, --max-granularity aside
         current = first_round(
-            session,
-            tester,
-            checkpoints,
-            race,
-            graph,
-            reporter,
+            run,
             then=lambda whole: opening_round(space, whole, max_granularity=options.max_granularity, small_graph=small),
             after=lambda half: opening_round(space, half, small_graph=small),
         )
@@ -400,7 +381,7 @@ def minify(session: Session, reporter: Reporter, pool: Pool | None = None) -> Do
         tester.stop_guessing()
         if race.implied:
             reporter.say(f"{race.implied} candidates not compiled: each is part of a graph that passed")
-        return finish(session, tester, checkpoints, final, reporter)
+        return finish(run, final)
     except KeyboardInterrupt:
         if progress is None or not progress.done:  # after `done`, repro.py is the minimal graph already
             cancel(session, progress, reporter)
@@ -432,20 +413,30 @@ def stored_values(session: Session, pool: Pool, reporter: Reporter) -> p.ValuesS
     return values
 
 
-def first_round(
-    session: Session,
-    tester: PoolTester,
-    checkpoints: Checkpointing,
-    race: Race,
-    graph: GraphInfo,
-    reporter: Reporter,
-    then: NextRound,
-    after: NextRound,
-) -> Candidate:
+@dataclass(frozen=True)
+class MinifyRun:
+    """One minify run's parts, made together: what they all work with, the progress line, the search's Tester
+    (the cache of verdicts), its race and its Oracle."""
+
+    context: Context
+    progress: Progress
+    tester: PoolTester
+    race: Race
+    checkpoints: Checkpointing
+
+    @classmethod
+    def of(cls, context: Context, progress: Progress, values: p.ValuesStored) -> MinifyRun:
+        tester = PoolTester(context, progress, [m.node for m in values.mismatches])
+        race = Race(tester)
+        return cls(context, progress, tester, race, Checkpointing(context, progress, race, tester))
+
+
+def first_round(run: MinifyRun, then: NextRound, after: NextRound) -> Candidate:
     """The whole graph's verdict, with the guesses known before it (an earlier `run`'s kernel, the
     accuracy probe) already racing, and the search's first round (`then`) and the rounds after its candidates
     (`after`) on the workers they leave; a guess that failed meanwhile becomes the start. What runs before the
     target is known is classified again once it is."""
+    session, reporter, tester, race = run.context.session, run.context.reporter, run.tester, run.race
     full = tester.whole
     saved = session.saved_failure()
     tester.aim(saved.signature if saved else None)
@@ -467,13 +458,13 @@ def first_round(
         StartEvent(
             nodes=len(full),
             signature=tester.target or Signature("Any", "any failure"),
-            graph=graph.code,
+            graph=run.context.graph.code,
             workers=session.options.workers,
         )
     )
     reporter.say(f"target: {tester.target.describe() if tester.target else 'any failure'}")
     won = race.winner(full)
-    return checkpoints.accept(won) if won is not None else full
+    return run.checkpoints.accept(won) if won is not None else full
 
 
 def sanity(session: Session, tester: PoolTester, full: Candidate) -> Signature:
@@ -505,11 +496,9 @@ def _saved_program(result: Result) -> tuple[str, str] | None:
         return pt2, ""
 
 
-def finish(
-    session: Session, tester: PoolTester, checkpoints: Checkpointing, final: Candidate, reporter: Reporter
-) -> DoneEvent:
-    progress = tester.progress
-    if progress.checkpoint_nodes != len(final) and not checkpoints.write_checkpoint(final) and progress.checkpoint:
+def finish(run: MinifyRun, final: Candidate) -> DoneEvent:
+    session, reporter, tester, progress = run.context.session, run.context.reporter, run.tester, run.progress
+    if progress.checkpoint_nodes != len(final) and not run.checkpoints.write_checkpoint(final) and progress.checkpoint:
         reporter.log(
             f"the {len(final)}-node graph could not be saved; repro.py is the "
             f"{progress.checkpoint_nodes}-node checkpoint",
@@ -530,7 +519,7 @@ def finish(
     reporter.emit(done)
     progress.done = True
     reporter.say(f"{progress.line()} | done: {repro}; checking repro_standalone.py")
-    check_standalone(session, tester, final, reporter)
+    check_standalone(run, final)
     if session.options.copy_to:
         reporter.say(f"copied repro to {copy_repro(session.layout, session.options.copy_to)}")
     return done
@@ -556,9 +545,10 @@ def nothing_removed(tester: PoolTester) -> str:
     return f"no smaller graph fails the same way: of {len(tried)} smaller candidates, {did or 'none ran'}{common}"
 
 
-def check_standalone(session: Session, tester: PoolTester, final: Candidate, reporter: Reporter) -> None:
+def check_standalone(run: MinifyRun, final: Candidate) -> None:
     """repro_standalone.py after `done`: the proven minimal graph is the user's at once, its plain-PyTorch form
     (usually checked beside the last round already) seconds later."""
+    session, reporter, tester = run.context.session, run.context.reporter, run.tester
     started = time.monotonic()
     standalone, fallback = write_standalone(
         session,
