@@ -29,15 +29,13 @@ The targets of issues 13 and 32 are computed last.
 Nothing here is asserted: it measures.
 
 Every run starts from its own copy of the Inductor cache (Triton's inside it) as the dump left it: the
-original's kernels compiled, as a user's are after the failing run. Shared, the first of the modes paid the
-cold builds the next ones took from the cache (on a fresh H200 machine the first run's CPU ISA probe ended
-at 15.8 s, the next two's at 9.1 and 11.0 s: its g++ builds were cached). PyTorch's minifier uses the dump's
-own cache: its launcher sets the variable.
+original's kernels compiled, as a user's are after the failing run. Shared, the first of the modes would pay
+the cold builds the next ones take from the cache. PyTorch's minifier uses the dump's own cache: its launcher
+sets the variable.
 
 With `--repeat N` the aoti-lens runs of a workload are made N times, their order reversed on every other
-repeat, and each run's row shows its median (the lower middle one): on the H200 the first of two modes that
-issued the same 29 compiles ran 11 s longer than the second (Qwen2's complex sub, 74.2 vs 63.2 s), so one
-ordered pass compares the order as much as the modes.
+repeat, and each run's row shows its median (the lower middle one): the first run on a machine is slower
+(bench/RESULTS.md), so one ordered pass would compare the order as much as the modes.
 
 Every measure is written as soon as it ends, so a run stopped at a device's time limit keeps what it
 measured. `--modes` picks the runs of each workload, so that one too long for one command can be measured
@@ -52,7 +50,6 @@ import glob
 import hashlib
 import io
 import json
-import math
 import os
 import platform
 import re
@@ -64,10 +61,13 @@ import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import replace
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from footprint import Footprint, Peaks
+from measures import Measure, merge_into, read_measures, read_rows, rows_of, save, timeline_file
+from sets import REAL_WORKLOADS, SETS, WORKLOADS, results_files, results_name, run_args
+from tables import cell, report, row_text, standing
 from timeline import run_marks, start_up, timeline
 
 from minifier.contract import wire
@@ -77,68 +77,10 @@ from minifier.contract.events import Triage
 from minifier.contract.launcher import read_launcher
 from minifier.contract.layout import MINIFIER, REPRO_STANDALONE, TRIAGE_JSON, DumpLayout
 from minifier.contract.procs import exit_text
-from minifier.examples.workloads import WORKLOADS as REAL_WORKLOADS
 from minifier.exchange.worklog import forked_by, logs_under
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The toy models (minifier/examples/models.py): name -> (model, blocks, injected relu bug).
-WORKLOADS = {
-    "seed-compile_error": ("seed", 1, "compile_error"),
-    "seed-runtime_error": ("seed", 1, "runtime_error"),
-    "seed-accuracy": ("seed", 1, "accuracy"),
-    "residual6-compile_error": ("residual", 6, "compile_error"),
-    "residual24-compile_error": ("residual", 24, "compile_error"),
-    "residual96-compile_error": ("residual", 96, "compile_error"),
-}
-# Real models (minifier/examples/workloads.py), each for its own device.
-REAL = [name for name, w in REAL_WORKLOADS.items() if not w.big]
-SETS = {
-    "toy": list(WORKLOADS),
-    "real": REAL,
-    "big": [name for name, w in REAL_WORKLOADS.items() if w.big],
-    # bugs torch has, each inside an ordinary model (issue 45's corpus)
-    "real-bugs": [name for name in REAL if REAL_WORKLOADS[name].failure_class.origin == "torch"],
-    "all": [*WORKLOADS, *REAL],
-}
-
-
-@dataclass
-class Measure:
-    tool: str
-    workload: str
-    status: str
-    seconds: float
-    queries: int | None
-    nodes: int | None
-    start_nodes: int | None = None
-    floor: float | None = None  # one compile of the original + one of the final graph, as measured in this run
-    original: float | None = None  # the original's compile and run: the sanity check every mode starts with
-    start_up: float | None = None  # a worker's start: torch, Inductor and the program loaded (bench/timeline.py)
-    graph: str = ""  # a hash of the final graph's code: the same dump should give the same repro
-    note: str = ""
-    repeat: int = 0  # which of --repeat's passes made it
-    workaround: str = ""  # triage: the first verified workaround's configs, or "none among N"
-    done_s: float | None = None  # when `done` came (repro.py written): what a user waits for
-    tail_s: float | None = None  # from the last checkpoint to the process's end: the last mile
-    # bench/footprint.py: peak summed PSS of the process tree, peak GPU memory it held, peak growth of its dump
-    host_pss: int | None = None
-    gpu: int | None = None
-    written: int | None = None
-    weights: int | None = None  # the dump's weights, as its .pt2 stores them
-
-
-@dataclass
-class Row:
-    theirs: Measure
-    ours: Measure
-    warm: Measure | None = None
-    no_slice: Measure | None = None
-    slices_first: Measure | None = None
-    one_run: Measure | None = None  # `aoti-minify run`: one reproduction
-    triage: Measure | None = None  # `aoti-minify triage` after the first run's minify
-    repros: tuple[str, ...] = ()  # the final graph's hash of every aoti-lens run (each repeat, warm ones too)
-
-
+RESULTS = os.path.join(ROOT, "bench", "results")
 # Who compiles each workload's dump: examples/dump.py's arguments for it
 COMPILERS = {
     "aoti": ["--compiler", "aoti"],
@@ -174,7 +116,10 @@ def main() -> int:
     parser.add_argument("--skip-pytorch", default="", help="workloads (substrings) where PyTorch is not run")
     parser.add_argument("--workers", type=int, default=0, help="aoti-minify workers (default: its own)")
     parser.add_argument(
-        "--out", default="", help="JSON-lines results file (default: bench/results/results-<device>.jsonl)"
+        "--out",
+        default="",
+        help="write every measure to this JSON-lines file (default: each into its set's file in bench/results/, "
+        "replacing the same run there)",
     )
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
     parser.add_argument("--no-warm", dest="warm", action="store_false", help="skip the warm second aoti-lens run")
@@ -203,10 +148,21 @@ def main() -> int:
         "logs (the first MiB of each) into TGZ: what a device run sends back for a closer look",
     )
     parser.add_argument("--report", nargs="+", metavar="JSONL", help="print the tables and targets of earlier runs")
+    parser.add_argument(
+        "--merge", nargs="+", metavar="JSONL", help="file the measures of --out files (a device's) in bench/results/"
+    )
+    parser.add_argument(
+        "--standing", action="store_true", help="print bench/results/'s latest row of each workload on each machine"
+    )
     args = parser.parse_args()
     if args.report:
-        rows = read_rows(args.report)
-        print(f"{table(rows)}\n\n{footprint(rows)}\n\n{targets(rows)}\n\n{last_mile(rows)}\n\n{triage_targets(rows)}")
+        print(report(read_rows(args.report)))
+        return 0
+    if args.merge:
+        file_measures(read_measures(args.merge), _timelines_beside(args.merge))
+        return 0
+    if args.standing:
+        print(standing(read_rows(results_files(RESULTS))))
         return 0
     args.modes = chosen_modes(args, parser)
     chosen = [
@@ -216,18 +172,21 @@ def main() -> int:
         and (not args.only or any(s in w for s in args.only.split(",")))
     ]
     scratch = tempfile.mkdtemp(prefix="aoti-bench-")
-    compiled = "" if args.compiler == "aoti" else f"-{args.compiler}"
-    out = args.out or os.path.join(ROOT, "bench", "results", f"results-{args.device}{compiled}.jsonl")
     measures: list[Measure] = []
     timelines: list[str] = []
+    torch_version, gpu = _torch_and_gpu(args.device)
+    stamp = dict(machine=gpu or "cpu", date=time.strftime("%Y-%m-%d"), torch=torch_version, compiler=args.compiler)
 
     def record(measure: Measure) -> None:
-        measures.append(measure)
-        print(f"{measure.workload}: {measure.tool} {_cell(measure)}", flush=True)
-        save(out, measures, timelines)
+        measures.append(replace(measure, **stamp))
+        print(f"{measure.workload}: {measure.tool} {cell(measure)}", flush=True)
+        if args.out:
+            save(args.out, measures, timelines)
+        else:
+            file_measures(measures[-1:], timelines)
 
     print(
-        f"# {time.strftime('%Y-%m-%d')} {platform.node()} {_torch_version()} device={args.device} "
+        f"# {stamp['date']} {platform.node()} torch {torch_version} {gpu} device={args.device} "
         f"cores={os.cpu_count()} compiler={args.compiler}",
         flush=True,
     )
@@ -237,22 +196,24 @@ def main() -> int:
             measure_workload(name, launchers[name], os.path.join(scratch, name), args, timelines, record)
             print(*map(row_text, rows_of([m for m in measures if m.workload == name])), sep="\n", flush=True)
     finally:
-        save(out, measures, timelines)
         if not args.keep:
             shutil.rmtree(scratch, ignore_errors=True)
-    rows = rows_of(measures)
-    print()
-    print(table(rows))
-    print()
-    print(footprint(rows))
-    print()
-    print(targets(rows))
-    print()
-    print(last_mile(rows))
-    print()
-    print(triage_targets(rows))
-    print(f"\nresults: {out}")
+    print(f"\n{report(rows_of(measures))}\n\nresults: {args.out or RESULTS}")
     return 0
+
+
+def file_measures(measures: list[Measure], timelines: list[str]) -> None:
+    """Each measure into its set's file in bench/results/, with the timelines of its workload."""
+    by_file: dict[str, list[Measure]] = {}
+    for m in measures:
+        by_file.setdefault(results_name(m.workload, m.machine, m.compiler), []).append(m)
+    for name, found in by_file.items():
+        merge_into(os.path.join(RESULTS, name), found, timelines)
+
+
+def _timelines_beside(paths: list[str]) -> list[str]:
+    found = [timeline_file(path) for path in paths if os.path.exists(timeline_file(path))]
+    return [line for path in found for line in open(path).read().splitlines()]
 
 
 def chosen_modes(args: argparse.Namespace, parser: argparse.ArgumentParser) -> set[str]:
@@ -270,59 +231,8 @@ def chosen_modes(args: argparse.Namespace, parser: argparse.ArgumentParser) -> s
     return modes
 
 
-def save(out: str, measures: list[Measure], timelines: list[str]) -> None:
-    with open(out, "w") as f:
-        f.writelines(json.dumps(asdict(m)) + "\n" for m in measures)
-    with open(os.path.splitext(out)[0] + "-timeline.txt", "w") as f:
-        f.write("\n".join(timelines))
-
-
 DRIVER_LOG = "aoti-minify.log"  # what `aoti-minify minify` printed on stderr, beside its dump copy
 TRIAGE_LOG = "aoti-minify-triage.log"  # what `aoti-minify triage` printed on stderr, beside the same copy
-
-TOOLS = {
-    "pytorch": "theirs",
-    "aoti-lens": "ours",
-    "aoti-lens-warm": "warm",
-    "aoti-lens --no-slice": "no_slice",
-    "aoti-lens --slices-first": "slices_first",
-    "aoti-minify run": "one_run",
-    "aoti-minify triage": "triage",
-}
-
-
-def read_rows(paths: list[str]) -> list[Row]:
-    """Rows from results files, in their order; a measure in a later file replaces the same run (and repeat)
-    of the same workload in an earlier one."""
-    measures = []
-    for path in paths:
-        with open(path) as f:
-            measures += [Measure(**json.loads(line)) for line in f if line.strip()]
-    return rows_of(measures)
-
-
-def rows_of(measures: list[Measure]) -> list[Row]:
-    """One row per workload that aoti-lens minified: of each run the last measure of every repeat, and of
-    those the median by wall time."""
-    found: dict[str, dict[str, dict[int, Measure]]] = {}
-    for m in measures:
-        found.setdefault(m.workload, {}).setdefault(TOOLS[m.tool], {})[m.repeat] = m
-    return [
-        Row(
-            **{
-                "theirs": Measure("pytorch", workload, "skipped", 0, None, None),
-                **{run: _median(list(repeats.values())) for run, repeats in parts.items()},
-            },
-            repros=tuple(m.graph for run in ("ours", "warm") for m in parts.get(run, {}).values() if m.status == "ok"),
-        )
-        for workload, parts in found.items()
-        if "ours" in parts
-    ]
-
-
-def _median(measures: list[Measure]) -> Measure:
-    """The lower middle measure by wall time: a real run, its queries and floor its own."""
-    return sorted(measures, key=lambda m: m.seconds)[(len(measures) - 1) // 2]
 
 
 def measure_workload(
@@ -448,17 +358,6 @@ def dump(out: str, name: str, device: str, compiler: str = "aoti") -> str:
     return proc.stdout.strip().splitlines()[-1]
 
 
-def _run_args(name: str) -> tuple[str, ...]:
-    """What a real workload's runs need beyond its launcher (--import of its custom ops, --accuracy)."""
-    return REAL_WORKLOADS[name].run_args if name in REAL_WORKLOADS else ()
-
-
-def _is_accuracy(name: str) -> bool:
-    if name in REAL_WORKLOADS:
-        return REAL_WORKLOADS[name].failure_class.accuracy
-    return name in WORKLOADS and WORKLOADS[name][2] == "accuracy"
-
-
 def _pytorch_command(launcher: str, name: str) -> list[str]:
     """PyTorch's launcher, with a real workload's --accuracy; it cannot import custom ops itself, so it then
     runs as __main__ after importing them."""
@@ -525,7 +424,7 @@ def run_ours(
     (this process owns it, so it never outlives the benchmark)."""
     launcher = relocate_dump(dump_launcher, folder, link=True)  # a big model's dump fits the disk once
     extra = (["--workers", str(workers)] if workers else []) + (["--keep-warm", "600"] if keep_warm else [])
-    extra += [*_run_args(name), *options]
+    extra += [*run_args(name), *options]
     argv = [sys.executable, "-m", "minifier", "minify", launcher, "--events", *extra]
     proc, arrived, seconds, peaks = _run_timed(argv, os.path.join(folder, DRIVER_LOG), env, folder)
     marks = run_marks(folder)
@@ -608,7 +507,7 @@ def run_triage(folder: str, name: str, workers: int, env: dict[str, str]) -> Mea
             "--events",
             *(["--workers", str(workers)] if workers else []),
         ]
-        + list(_run_args(name)),
+        + list(run_args(name)),
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -636,7 +535,7 @@ def run_once(dump_launcher: str, folder: str, name: str, env: dict[str, str]) ->
     launcher = relocate_dump(dump_launcher, folder)
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "minifier", "run", launcher, "--events", *_run_args(name)],
+        [sys.executable, "-m", "minifier", "run", launcher, "--events", *run_args(name)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -654,244 +553,6 @@ def end_fork_servers(folder: str) -> None:
                     os.kill(pid, signal.SIGTERM)
                 except ProcessLookupError:
                     pass
-
-
-def row_text(row: Row) -> str:
-    theirs, ours = row.theirs, row.ours
-    text = (
-        f"{ours.workload}: pytorch {_time(theirs)} q={theirs.queries} n={theirs.nodes} | "
-        f"aoti-lens {_time(ours)} q={ours.queries} n={ours.nodes} (from {ours.start_nodes})"
-    )
-    if ours.done_s is not None:
-        text += f" done at {ours.done_s:.1f} s, {ours.tail_s:.1f} s after the last checkpoint"
-    for label, m in (
-        ("warm", row.warm),
-        ("no-slice", row.no_slice),
-        ("slices-first", row.slices_first),
-        ("run", row.one_run),
-    ):
-        if m is not None:
-            text += f" | {label} {_time(m)} q={m.queries} n={m.nodes}"
-    if row.triage is not None:
-        text += f" | triage {_time(row.triage)} compiles={row.triage.queries} workaround {row.triage.workaround}"
-    return text
-
-
-def table(rows: list[Row]) -> str:
-    lines = [
-        "| workload | start nodes | PyTorch | aoti-lens | time ratio | query ratio | aoti-lens / (start-up + floor) "
-        "| --no-slice | --slices-first | warm aoti-lens | warm / its floor |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for row in rows:
-        theirs, ours = row.theirs, row.ours
-        lines.append(
-            f"| {ours.workload} | {_v(ours.start_nodes)} | {_cell(theirs)} | {_cell(ours)} | "
-            f"{_ratio(theirs.seconds, ours.seconds, theirs)} | {_ratio(theirs.queries, ours.queries, theirs)} | "
-            f"{_of(ours.seconds, _sum(ours.start_up, ours.floor))} | {_cell(row.no_slice)} | "
-            f"{_cell(row.slices_first)} | {_cell(row.warm)} | "
-            f"{_of(row.warm.seconds, row.warm.floor) if row.warm else '-'} |"
-        )
-    return "\n".join(lines)
-
-
-def footprint(rows: list[Row]) -> str:
-    """Issue 44's: what each minifier held and wrote beside its time, against the dump's weights."""
-    lines = [
-        "## Memory and disk (issue 44)",
-        "",
-        "| workload | weights | tool | time | peak host PSS | peak GPU | dump folder's peak growth |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for row in rows:
-        for measure in (row.theirs, row.ours):
-            if measure.host_pss is None:
-                continue
-            weights = measure.weights or 0
-            lines.append(
-                f"| {measure.workload} | {_gb(weights)} | {measure.tool} | {_time(measure)} "
-                f"| {_of_weights(measure.host_pss, weights)} | {_of_weights(measure.gpu, weights)} "
-                f"| {_of_weights(measure.written, weights)} |"
-            )
-    return "\n".join(lines)
-
-
-def _gb(size: int | None) -> str:
-    return "-" if size is None else f"{size / 1e9:.2f} GB"
-
-
-def _of_weights(size: int | None, weights: int) -> str:
-    if not size:
-        return "-"
-    return f"{_gb(size)} ({size / weights:.2f}x)" if weights >= 100e6 else _gb(size)  # a ratio to MBs says nothing
-
-
-def last_mile(rows: list[Row]) -> str:
-    """Issue 33's: when `done` came against one reproduction of the same dump, and what followed the last
-    checkpoint."""
-    lines = [
-        "## The last mile (issue 33)",
-        "",
-        "| workload | final nodes | done | exit | after the last checkpoint | one `aoti-minify run` | done / run |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for row in rows:
-        ours, run = row.ours, row.one_run
-        if ours.status != "ok" or ours.done_s is None:
-            continue
-        ran = run is not None and run.status == "ok"
-        lines.append(
-            f"| {ours.workload} | {_v(ours.nodes)} | {ours.done_s:.1f} s | {ours.seconds:.1f} s | {_v(ours.tail_s)} s "
-            f"| {_time(run) if run else '-'} | {f'{ours.done_s / run.seconds:.2f}x' if run and ran else '-'} |"
-        )
-    return "\n".join(lines)
-
-
-def triage_targets(rows: list[Row]) -> str:
-    """Issue 32's: what triage adds after the minify, beside three compiles of the original."""
-    lines = [
-        "## Triage (issue 32)",
-        "",
-        "| workload | workaround (verified on the original) | culprit | compiles | triage | start-up "
-        "| (triage - start-up) / original compile |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for row in rows:
-        t, original, start = row.triage, row.ours.original, row.ours.start_up
-        if t is None:
-            continue
-        work = t.seconds - (start or 0.0)  # a new process's start-up, as the minify's: a triage after it shares it
-        ratio = f"{work / original:.1f}x" if original and t.status == "ok" else "-"
-        lines.append(
-            f"| {t.workload} | {t.workaround or t.status} | {t.note if t.status == 'ok' else '-'} | {_v(t.queries)} "
-            f"| {t.seconds:.1f} s | {_v(start)} s | {ratio} |"
-        )
-    return "\n".join(lines)
-
-
-def targets(rows: list[Row]) -> str:
-    """Issue 13's targets, computed from this run's rows."""
-    ok = [r for r in rows if r.ours.status == "ok"]
-    lines = ["## Targets (issue 13)", ""]
-    # the better of the two where both were measured, else the one that was (a device's minutes are few)
-    compared = [
-        (r, others, min(m.seconds for m in others))
-        for r in ok
-        if (others := [m for m in (r.no_slice, r.slices_first) if m and m.status == "ok"])
-    ]
-    met = [r for r, _, best in compared if r.ours.seconds <= 1.1 * best]
-    lines.append(
-        f"- minify <= 1.1x the better of --slices-first and --no-slice: {len(met)} of {len(compared)}: "
-        + ", ".join(f"{r.ours.workload} {r.ours.seconds / best:.2f}x" for r, _, best in compared)
-    )
-    # The modes differ only after the original's verdict; start-up and that first compile vary with the
-    # machine's load from one run to the next, so the same target on what follows them is printed too.
-    after = [(r, _after_original(r.ours), [_after_original(m) for m in others]) for r, others, _ in compared]
-    after = [(r, ours, min(theirs)) for r, ours, theirs in after if ours is not None and None not in theirs]
-    lines.append(
-        f"- the same, counting only what follows the original's verdict: "
-        f"{sum(1 for _, ours, best in after if ours <= 1.1 * best)} of {len(after)}: "
-        + ", ".join(f"{r.ours.workload} {ours:.1f} s vs {best:.1f} s" for r, ours, best in after)
-    )
-    big = [r for r in ok if (r.ours.start_nodes or 0) >= 100 and r.theirs.status != "skipped" and r.theirs.seconds]
-    failed = [r for r in big if _gave_no_repro(r.theirs)]
-    big = [r for r in big if r not in failed]
-    fast = [r for r in big if r.theirs.seconds >= 5 * r.ours.seconds]
-    lines.append(
-        f"- >= 5x less wall time than PyTorch's minifier (>= 100 nodes): {len(fast)} of {len(big)}: "
-        + ", ".join(f"{r.ours.workload} {_ratio(r.theirs.seconds, r.ours.seconds, r.theirs)}" for r in big)
-        + "".join(
-            f"; PyTorch's gave no repro on {r.ours.workload} ({r.theirs.status}, {r.theirs.seconds:.1f} s), ours did"
-            for r in failed
-        )
-    )
-    floors = [(r, _sum(r.ours.start_up, r.ours.floor)) for r in ok]
-    floors = [(r, f) for r, f in floors if f]
-    lines.append(
-        f"- <= 2x (start-up + one compile of the original + one of the final graph): "
-        f"{sum(1 for r, f in floors if r.ours.seconds <= 2 * f)} of {len(floors)}: "
-        + ", ".join(f"{r.ours.workload} {r.ours.seconds / f:.1f}x" for r, f in floors)
-    )
-    runs = [r for r in ok if r.one_run and r.one_run.status == "ok" and _is_accuracy(r.ours.workload)]
-    lines.append(
-        "- accuracy failures <= 2.5x one `aoti-minify run`: "
-        f"{sum(1 for r in runs if r.ours.seconds <= 2.5 * r.one_run.seconds)}"
-        f" of {len(runs)}: "
-        + ", ".join(
-            f"{r.ours.workload} {r.ours.seconds / r.one_run.seconds:.1f}x of {r.one_run.seconds:.1f} s" for r in runs
-        )
-    )
-    twice = [r for r in ok if len(r.repros) >= 2]
-    same = [r for r in twice if len(set(r.repros)) == 1]
-    lines.append(
-        f"- the same dump minified twice gives the same repro: {len(same)} of {len(twice)}"
-        + "".join(
-            f"; {r.ours.workload} gave {len(set(r.repros))} repros in {len(r.repros)} runs"
-            for r in twice
-            if r not in same
-        )
-    )
-    family = sorted(
-        (r.ours.start_nodes, r.ours.queries, r.ours.workload)
-        for r in ok
-        if r.ours.workload.startswith("hf-bert") and r.ours.workload.endswith("relu-compile_error")
-    )
-    if len(family) >= 2:
-        lines.append(
-            "- queries against log2(n), one family from ~100 to ~2000 nodes: "
-            + ", ".join(f"n={n}: {q} queries ({q / math.log2(n):.2f} per log2 n)" for n, q, _ in family)
-        )
-    return "\n".join(lines)
-
-
-def _after_original(m: Measure) -> float | None:
-    if m.start_up is None or m.original is None:
-        return None
-    return max(0.0, m.seconds - m.start_up - m.original)
-
-
-def _of(seconds: float, floor: float | None) -> str:
-    return f"{seconds / floor:.1f}x of {floor:.1f} s" if floor else "-"
-
-
-def _sum(a: float | None, b: float | None) -> float | None:
-    return a + b if a is not None and b is not None else None
-
-
-def _time(m: Measure) -> str:
-    if m.status == "skipped":
-        return "not run"
-    if m.status.startswith("timeout>"):
-        return f"> {m.status.removeprefix('timeout>').removesuffix('s')} s"
-    return f"{m.seconds:.1f} s" + ("" if m.status == "ok" else f" ({m.status})")
-
-
-def _cell(m: Measure | None) -> str:
-    """Time, queries, final nodes."""
-    if m is None:
-        return "-"
-    if m.status == "skipped" or m.queries is None:
-        return _time(m)
-    return f"{_time(m)}, {m.queries} q, {_v(m.nodes)} n"
-
-
-def _ratio(a, b, theirs: Measure) -> str:
-    if not a or not b or theirs.status == "skipped":
-        return "-"
-    if _gave_no_repro(theirs):
-        return "PyTorch's gave no repro"
-    bound = "" if theirs.status == "ok" else ">"
-    return f"{bound}{a / b:.1f}x"
-
-
-def _gave_no_repro(theirs: Measure) -> bool:
-    """PyTorch's minifier ended (crashed, or finished with no checkpoint) rather than being stopped at the cap:
-    no time ratio is meaningful then."""
-    return theirs.status not in ("ok", "skipped") and not theirs.status.startswith("timeout>")
-
-
-def _v(value) -> str:
-    return "-" if value is None else str(value)
 
 
 def _aten_calls(checkpoint: str) -> int | None:
@@ -917,11 +578,15 @@ def _tail_reason(log: str, status: str) -> str:
     return " / ".join(lines[-3:])[-400:]
 
 
-def _torch_version() -> str:
-    proc = subprocess.run(
-        [sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True
-    )
-    return f"torch {proc.stdout.strip()}"
+def _torch_and_gpu(device: str) -> tuple[str, str]:
+    """The torch in use, and on a GPU run the GPU's model as the results name it ("H100")."""
+    probe = "import torch; print(torch.__version__)"
+    if device == "cuda":
+        probe += "; print(torch.cuda.get_device_name())"
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    lines = proc.stdout.splitlines() + ["", ""]
+    model = re.search(r"\b[A-Z]\d{2,4}\b", lines[1])
+    return lines[0], model.group(0) if model else lines[1]
 
 
 if __name__ == "__main__":
