@@ -39,8 +39,16 @@ def test_a_bug_fixed_later_names_the_release_that_fixed_it_and_skips_releases_th
     verdicts = {r: "same_failure" if version_key(r) < (2, 14) else "passes" for r in RELEASES}
     verdicts["2.14.0"] = "other_error"  # it fails another way: stepped over, as git bisect skips
     found = bisect_releases(RELEASES, "2.12.0", prober(verdicts), version_key)
-    assert (found.first_bad, found.fixed_in) == (None, "2.15.0")
-    assert [r.release for r in found.runs] == ["2.15.0", "2.14.0", "2.13.0"]
+    assert (found.first_bad, found.last_good, found.fixed_in) == ("2.3.0", None, "2.15.0")
+    assert [r.release for r in found.runs[:3]] == ["2.15.0", "2.14.0", "2.13.0"]  # then back from 2.12.0, unrun
+    assert "2.12.0" not in [r.release for r in found.runs] and len(found.runs[3:]) <= math.log2(len(RELEASES)) + 1
+
+
+def test_a_dump_from_a_release_not_among_those_tried_bounds_the_search_without_running():
+    verdicts = {r: "same_failure" if (2, 11) <= version_key(r) < (2, 14) else "passes" for r in RELEASES}
+    found = bisect_releases(RELEASES, "2.12.1+cpu", prober(verdicts), version_key)
+    assert (found.first_bad, found.last_good, found.fixed_in) == ("2.11.0", "2.10.0", "2.14.0")
+    assert "2.12.1+cpu" not in [r.release for r in found.runs]
 
 
 def test_a_bug_every_release_has_is_broken_since_the_oldest_tried():

@@ -1,11 +1,15 @@
 """Which torch releases have a failure: the newest first, then a binary search for the release where its verdict
 changes. Pure: the releases run behind the `Prober` protocol (releases.py runs them in environments of their own).
 
-The dump's own torch fails (that is what was minified), so one probe of the newest release says which way to look:
-- the newest fails the same way: back from it for the release that broke it (`first_bad`, after `last_good`);
-- the newest passes: forward from the dump's own release for the one that fixed it (`fixed_in`).
-A release that cannot run the repro, or fails another way, says nothing about the bug: the search steps over it,
-as `git bisect skip` does. At most log2(N) + 2 releases run.
+The dump's own torch fails (that is what was minified): a bound that is never run. One probe of the newest release
+says which way to look:
+- the newest fails the same way: back from the older of it and the dump's own for the release that broke it
+  (`first_bad`, after `last_good`);
+- the newest passes: forward from the dump's own release for the one that fixed it (`fixed_in`), and back from the
+  dump's own for the one that broke it.
+The verdicts are taken to change once each way, as `git bisect` takes them. A release that cannot run the repro, or
+fails another way, says nothing about the bug: the search steps over it, as `git bisect skip` does. At most
+log2(N) + 2 releases run.
 """
 
 from __future__ import annotations
@@ -33,7 +37,10 @@ def bisect_releases(
     releases: list[str], own: str | None, probe: Prober, key: Callable[[str], tuple[int, ...]]
 ) -> Bisection:
     """`releases` in any order; `own`: the dump's torch (it fails); `key` orders releases."""
-    ordered = sorted(set(releases), key=key)
+    tried = sorted(set(releases), key=key)
+    # the dump's own release among them, as a bound, where none of them is that release
+    mine = own is not None and not any(key(r) == key(own) for r in tried)
+    ordered = sorted([*tried, own], key=key) if mine and own is not None else tried
     found = Bisection()
 
     def run(release: str) -> str:
@@ -41,17 +48,20 @@ def bisect_releases(
         found.runs.append(result)
         return result.verdict
 
-    newest = _first_telling(list(reversed(ordered)), run)
+    newest = _first_telling([r for r in reversed(ordered) if not (mine and r == own)], run)
     if newest is None:
         return found
     at = ordered.index(newest)
-    # the dump's own release fails: a bound the search needs not run
-    own_at = max((i for i, r in enumerate(ordered) if own is not None and key(r) <= key(own)), default=-1)
-    if found.runs[-1].verdict == "same_failure":
-        # below the oldest release, as if one passed: all failing ends at the oldest, with no last good
-        found.last_good, found.first_bad = _boundary(ordered, -1, min(at, own_at) if own_at >= 0 else at, run, True)
-        return found
-    _, found.fixed_in = _boundary(ordered, own_at, at, run, good_below=False)
+    own_at = next((i for i, r in enumerate(ordered) if own is not None and key(r) == key(own)), None)
+    if found.runs[-1].verdict == "passes":
+        if own_at is None or own_at > at:
+            return found  # nothing older fails that the search could start from
+        _, found.fixed_in = _boundary(ordered, own_at, at, run, good_below=False)
+        at = own_at
+    elif own_at is not None:
+        at = min(at, own_at)
+    # below the oldest release, as if one passed: all failing ends at the oldest, with no last good
+    found.last_good, found.first_bad = _boundary(ordered, -1, at, run, good_below=True)
     return found
 
 
