@@ -170,7 +170,8 @@ def done_of(events: list) -> DoneEvent:
 
 
 class DumpFactory:
-    """Makes each kind of dump once per test run and hands out copies. The pristine dumps live in a folder that
+    """Makes each kind of dump once per test run and hands out copies: as PyTorch dumped it, `reproduced` (after
+    `aoti-minify run`) or `minified` (after `run` and `minify`). The pristine dumps live in a folder that
     every pytest-xdist worker of the run shares; a lock file per kind makes one worker dump it while the
     others wait for it."""
 
@@ -185,26 +186,31 @@ class DumpFactory:
         bug: str = "compile_error",
         blocks: int = 6,
         reproduced: bool = False,
+        minified: bool = False,
         device: str = "cpu",
         workload: str | None = None,
         repro_level: int | None = None,
         compiler: str = "aoti",
         repro_after: str = "aot",
     ) -> str:
-        key = (model, bug, blocks, reproduced, device, workload, repro_level, compiler, repro_after)
+        key = (model, bug, blocks, reproduced, minified, device, workload, repro_level, compiler, repro_after)
         out = os.path.join(self.base, "-".join(map(str, key)))
         made = out + ".launcher"  # the pristine launcher's path, written once the dump is whole
         with open(out + ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if not os.path.exists(made):
-                if reproduced:
-                    kind = dict(
-                        device=device,
-                        workload=workload,
-                        repro_level=repro_level,
-                        compiler=compiler,
-                        repro_after=repro_after,
-                    )
+                kind = dict(
+                    device=device,
+                    workload=workload,
+                    repro_level=repro_level,
+                    compiler=compiler,
+                    repro_after=repro_after,
+                )
+                if minified:  # `run`, then `minify`, as a user does
+                    launcher = self.get(out, model, bug, blocks, reproduced=True, **kind)
+                    proc = aoti_minify("minify", launcher, "--workers", "2")
+                    assert proc.returncode == 0, proc.stderr[-4000:]
+                elif reproduced:
                     launcher = self.get(out, model, bug, blocks, **kind)
                     proc = aoti_minify("run", launcher)
                     assert proc.returncode == 0, proc.stderr[-4000:]

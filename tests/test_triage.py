@@ -10,7 +10,7 @@ import os
 import pytest
 from conftest import aoti_minify, events_of
 
-from minifier.contract.events import TriageEvent, TrialEvent, load_failure, load_triage
+from minifier.contract.events import CandidateEvent, TriageEvent, TrialEvent, load_failure, load_triage
 from minifier.contract.layout import DumpLayout
 from minifier.examples import custom_ops
 
@@ -80,8 +80,9 @@ def test_leaving_only_the_culprit_op_to_aten_is_offered_as_code_verified_on_the_
 
 
 def test_the_injected_relu_bug_names_relus_lowering(dumps, tmp_path):
-    launcher = dumps.get(str(tmp_path), model="seed", bug="compile_error")
+    launcher = dumps.get(str(tmp_path), model="seed", bug="compile_error", minified=True)
     events, done = triaged(launcher, "--runs", "1", "--verify", "1")
+    assert not any(isinstance(e, CandidateEvent) for e in events)  # its repro.py is triaged, not minified again
     culprit = done.triage.culprit
     assert culprit.ops == ["aten.relu.default"]
     assert (culprit.phase, culprit.subsystem) == ("C++ compile", "lowering of aten.relu.default")

@@ -6,10 +6,10 @@ import math
 import os
 
 import pytest
-from conftest import aoti_minify, minify
+from conftest import aoti_minify
 
 from minifier.contract.artifacts import write_text
-from minifier.contract.events import ReleaseRun, Versions, load_versions
+from minifier.contract.events import ReleaseRun, Versions, load_failure, load_versions
 from minifier.contract.layout import DumpLayout
 from minifier.contract.signature import Signature
 from minifier.driver.bisect import Bisection, bisect_releases
@@ -64,15 +64,15 @@ def test_the_default_releases_are_the_newest_patch_of_each_minor_from_2_9():
 @pytest.mark.slow
 @pytest.mark.skipif(not os.path.isdir(LOCAL_WHEELS), reason=f"no torch wheel folder at {LOCAL_WHEELS}")
 def test_a_release_from_a_wheel_folder_runs_the_repro_in_its_own_environment(dumps, tmp_path):
-    launcher = dumps.get(str(tmp_path))
-    _, done = minify(launcher)
+    launcher = dumps.get(str(tmp_path), minified=True)
+    failure = load_failure(DumpLayout.of(launcher).failure_json)
     envs = str(tmp_path / "envs")  # this test's own; uv's wheel cache stays shared
     proc = aoti_minify("versions", launcher, "--find-links", LOCAL_WHEELS, "--releases", "2.13.0", "--envs", envs)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "torch 2.13.0: same failure" in proc.stderr and proc.stdout.strip().endswith("versions.json")
     versions = load_versions(DumpLayout.of(launcher).versions_json)
     [run] = versions.runs
-    assert run.verdict == "same_failure" and versions.signature.matches(done.signature)
+    assert run.verdict == "same_failure" and versions.signature.matches(failure.signature)
     assert os.path.isfile(os.path.join(envs, "cpu", "torch-2.13.0", "bin", "python"))
     # offline, with no wheel for it: cannot run, said, and versions.json written all the same
     empty = tmp_path / "no-wheels"
