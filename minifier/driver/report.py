@@ -77,11 +77,16 @@ def _fence(text: str, language: str = "") -> str:
     return f"{ticks}{language}\n{text.rstrip()}\n{ticks}"
 
 
-def _shrink(layout: DumpLayout, repro_text: str) -> DoneEvent | None:
+def _shrink(layout: DumpLayout) -> DoneEvent | None:
+    """The last minify's `done`, or where its events are gone (the dump copied elsewhere), repro.py's header."""
     done = [e for e in last_run(EventsTail(layout.events_log).read().events) if isinstance(e, DoneEvent)]
     if done:
         return done[-1]
-    found = _CHECKPOINT_HEADER.search(repro_text)
+    try:
+        with open(layout.repro_py, encoding="utf-8") as f:
+            found = _CHECKPOINT_HEADER.search(f.read())
+    except OSError:
+        return None
     if found is None:
         return None
     return DoneEvent(nodes=int(found[1]), repro=layout.repro_py, queries=0, seconds=0.0, start_nodes=int(found[2]))
@@ -192,7 +197,7 @@ def render(spec: LauncherSpec, layout: DumpLayout, failure: Failure | None, env:
     with open(repro, encoding="utf-8") as f:
         repro_text = f.read()
     graph = read_repro_graph(layout.repro_py) or "(repro.py holds no readable graph)"
-    shrink = _shrink(layout, repro_text)
+    shrink = _shrink(layout)
     title, entry, graph_of = _FAILED_CALLS[spec.kind]
     signature = (
         failure.signature.describe()
