@@ -146,6 +146,16 @@ def test_each_layer_of_the_minifier_imports_only_its_own_and_those_below():
     ]
 
 
+# The sources of evidence raced beside the search and their protocol: parts of the minify run, imported by it alone
+EVIDENCE = {f"minifier.driver.{m}" for m in ("evidence", "kernel_evidence", "accuracy_probe", "early_check")}
+
+
+def test_only_the_minify_run_imports_the_sources_of_evidence():
+    graph = import_graph()
+    importers = {m for m, imports in graph.items() if imports & EVIDENCE and m not in EVIDENCE}
+    assert importers == {"minifier.driver.minify"}, importers
+
+
 def reachable(graph: dict[str, set[str]], start: list[str]) -> set[str]:
     seen, todo = set(start), list(start)
     while todo:
