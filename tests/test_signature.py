@@ -123,3 +123,27 @@ def test_a_script_s_signature_is_its_last_exception_with_a_message_else_its_last
     assert script_signature(stderr + "RuntimeError\n").exc_type == "AccuracyError"  # a logged name, not a raise
     assert script_signature("Traceback (most recent call last):\n  ...\nAssertionError\n").exc_type == "AssertionError"
     assert script_signature("all good\n") is None
+
+
+def test_a_script_s_messageless_exception_is_told_as_a_worker_tells_it_whichever_environment_ran_it():
+    """`aoti-minify versions` runs repro.py under other releases, each in its own environment: the bare `assert` of
+    the C++ wrapper must be the dump's failure there too, not "another error"."""
+    worker = analyze_error(
+        "InductorError", "AssertionError: ", "compile", "torch._inductor.codegen.cpp_wrapper_cpu.fill_args"
+    )
+
+    def stderr(site: str) -> str:
+        return (
+            "Traceback (most recent call last):\n"
+            f'  File "{site}/torch/_inductor/compile_fx.py", line 10, in compile_fx\n    return x()\n'
+            f'  File "{site}/torch/_inductor/codegen/cpp_wrapper_cpu.py", line 1302, in fill_args\n'
+            "    assert isinstance(arg, (int, float, bool))\nAssertionError\n\n"
+            "The above exception was the direct cause of the following exception:\n\n"
+            'Traceback (most recent call last):\n  File "/r/repro.py", line 30, in <module>\n    run()\n'
+            "torch._inductor.exc.InductorError: AssertionError: \n"
+        )
+
+    for site in ("/venv/lib/python3.11/site-packages", "/envs/torch-2.15.0/lib/python3.12/site-packages", "/src"):
+        assert script_signature(stderr(site)) == worker.signature, site
+    elsewhere = stderr("/src").replace("cpp_wrapper_cpu.py", "lowering.py").replace("fill_args", "embedding")
+    assert not script_signature(elsewhere).matches(worker.signature)

@@ -117,12 +117,37 @@ def analyze_error(exc_type: str, text: str, phase: Phase | None = None, frame: s
 
 
 def script_signature(stderr: str) -> Signature | None:
-    """The signature of what a Python script raised, from its stderr: the last exception line of its traceback."""
+    """The signature of what a Python script raised, from its stderr: the last exception line of its traceback. An
+    exception without a message is told by where and when it was raised, as a worker tells it: the innermost frame
+    of the first traceback (the original cause), and compiling where Inductor wrapped it."""
     found = list(_RAISED.finditer(stderr)) or list(_RAISED_BARE.finditer(stderr))  # a bare `raise X` last
     if not found:
         return None
     exc_type = found[-1].group("type")
-    return analyze_error(exc_type.rsplit(".", 1)[-1], stderr[found[-1].start() :]).signature
+    phase: Phase | None = "compile" if exc_type.endswith("InductorError") else None
+    return analyze_error(
+        exc_type.rsplit(".", 1)[-1], stderr[found[-1].start() :], phase, _first_raising(stderr)
+    ).signature
+
+
+def _first_raising(stderr: str) -> str | None:
+    """`module.function` of the innermost frame of the first traceback in `stderr`, its module read from the path
+    (an installed package's, or torch's in a source tree)."""
+    first = re.split(r"\n(?:The above exception|During handling of the above exception)", stderr, maxsplit=1)[0]
+    frames = _TRACEBACK_FRAME.findall(first)
+    if not frames:
+        return None
+    path, function = frames[-1]
+    parts = path.replace("\\", "/").removesuffix(".py").split("/")
+    for top in ("site-packages", "dist-packages"):
+        if top in parts:
+            parts = parts[len(parts) - parts[::-1].index(top) :]
+            break
+    else:
+        if "torch" not in parts:
+            return None
+        parts = parts[len(parts) - 1 - parts[::-1].index("torch") :]
+    return ".".join(parts + [function])
 
 
 def crash_signature(signal_name: str) -> Signature:
@@ -131,6 +156,7 @@ def crash_signature(signal_name: str) -> Signature:
 
 _RAISED = re.compile(r"^(?P<type>[\w.]+(?:Error|Exception)): ", re.M)
 _RAISED_BARE = re.compile(r"^(?P<type>[\w.]+(?:Error|Exception))$", re.M)
+_TRACEBACK_FRAME = re.compile(r'^\s*File "([^"]+)", line \d+, in (\S+)$', re.M)
 
 
 def _kind(exc_type: str, phase: Phase | None) -> Kind:
