@@ -13,7 +13,7 @@ import sys
 import pytest
 from conftest import aoti_minify, events_of, make_dump, minify, program_facts, repro_signature
 
-from minifier.contract.events import CheckpointEvent, LogEvent
+from minifier.contract.events import CheckpointEvent, LogEvent, StartEvent
 from minifier.driver.options import Options
 from minifier.driver.session import Session
 from minifier.driver.verdicts import classify, raised_before_build
@@ -284,3 +284,45 @@ def test_strict_accuracy_parity_with_pytorch(dumps, tmp_path, flag, op):
     graph = graph_of(done.repro).split("def forward")[1]
     assert done.nodes == 1 and f"aten.{op}.default" in graph, graph
     assert f"accuracy={flag.lstrip('-').replace('-', '_')!r}," in open(done.repro).read()
+
+
+EFFECTFUL = """
+import torch
+import torch._inductor.config as config
+
+config.aot_inductor.dump_aoti_minifier = True
+config.cpp.inject_relu_bug_TESTING_ONLY = "compile_error"
+
+
+class Effectful(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = torch.relu(self.fc(x))
+        torch.ops.aten._print("between the relu and the sigmoid")
+        return torch.sigmoid(h) * 2
+
+
+torch.manual_seed(0)
+program = torch.export.export(Effectful(), (torch.randn(2, 8),))
+try:
+    torch._inductor.aoti_compile_and_package(program)
+except Exception as e:
+    print("compile failed as intended:", type(e).__name__)
+"""
+
+
+def test_an_effectful_op_in_forward_is_kept_or_cut_as_any_other_node(tmp_path):
+    """aten._print is effectful: torch.export keeps it as a node without users, AOT autograd threads its order through
+    effect tokens. Candidates with and without it compile; the search ends at the relu."""
+    script = tmp_path / "effectful.py"
+    script.write_text(EFFECTFUL)
+    made = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert "compile failed as intended" in made.stdout, made.stderr[-3000:]
+    [launcher] = (tmp_path / "torch_compile_debug").glob("run_*/minifier/minifier_launcher.py")
+    proc, done = minify(str(launcher))
+    start = next(e for e in events_of(proc) if isinstance(e, StartEvent))
+    assert "torch.ops.aten._print.default" in start.graph, start.graph
+    assert done.nodes == 1 and "aten.relu" in graph_of(done.repro) and done.signature.exc_type == "CppCompileError"
