@@ -59,17 +59,22 @@ def test_a_torch_compile_accuracy_failure_minifies_and_its_checkpoint_minifies_a
     assert events_of(proc)[-1].failure.signature.matches(done.signature)
 
 
-def test_a_dynamo_level_launcher_is_traced_through_aot_autograds_decompositions_and_minified_the_same_way(
+def test_a_dynamo_level_launcher_compiles_through_aot_autograd_and_keeps_a_tensor_made_in_forward_a_constant(
     dumps, tmp_path
 ):
-    launcher = dumps.get(str(tmp_path), bug="compile_error", compiler="torch.compile", repro_after="dynamo")
+    # `torch.tensor(0.5).cumsum(0)` in forward: AOT autograd keeps the tensor a constant, whose cumsum Inductor
+    # cannot lower (pytorch/pytorch#193265); as a buffer or an input, it compiles
+    workload = "nn-mlp-lifted_cumsum-indexerror"
+    launcher = dumps.get(str(tmp_path), workload=workload, compiler="torch.compile", repro_after="dynamo")
     spec = read_launcher(launcher)
     assert spec.kind == "after_aot" and spec.dynamo_graph and "torch._C._nn.linear" in open(launcher).read()
-    _, done = minify(launcher)
-    assert done.signature.exc_type.endswith("CppCompileError") and done.nodes == 1 < done.start_nodes
-    repro = open(done.repro).read()  # the ATen graph Inductor compiled: the linear decomposed as AOT autograd does
-    assert "torch.ops.aten.relu.default" in repro and "compile_fx_inner" in repro and "linear" not in repro
+    proc, done = minify(launcher)
+    assert done.signature.exc_type.endswith("IndexError") and done.nodes <= 3 < done.start_nodes
+    repro = open(done.repro).read()  # the ATen graph, compiled whole as torch.compile's Inductor backend compiles
+    assert "torch.ops.aten.cumsum.default" in repro and "compile_fx(" in repro and "compile_fx_inner" not in repro
+    assert "CONSTANT_TENSOR" in program_facts(done.repro[:-3] + ".pt2")["kinds"]
     assert repro_signature(done.repro).matches(done.signature)
+    assert not events_of(proc)[-1].fallback  # repro_standalone.py, checked by minify as a fresh script
 
 
 def test_a_launcher_traced_with_dynamic_shapes_keeps_the_dims_that_were_symbolic_and_only_those(dumps, tmp_path):

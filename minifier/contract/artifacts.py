@@ -223,7 +223,7 @@ def render_repro(
         f"config_patches = {spec.portable().config_patches!r}",
     ]
     if spec.kind == "after_aot":
-        lines += ["", "", *_TRACED_DEF, *_RUN_AS_TORCH_COMPILE, ""]
+        lines += ["", "", *_compile_def(spec.dynamo_graph), *_RUN_AS_TORCH_COMPILE, ""]
     lines += [
         "if __name__ == '__main__':",
         *(["    from torch._dynamo.repro.aoti import run_repro"] if spec.kind == "aoti" else []),
@@ -241,16 +241,15 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
     loaded by AOTI, or compiled as torch.compile compiles its graph."""
     export = "program = torch.export.export(model, inputs, dynamic_shapes=DYNAMIC_SHAPES)"
     if spec.kind == "after_aot":
-        compile_lines = [export, *_compiled_as_torch_compile("program", "inputs", "CONFIG_PATCHES")]
+        compile_lines = [export, "eager, compiled = compiled_as_torch_compile(program, inputs, CONFIG_PATCHES)"]
     else:
         compile_lines = [
             export,
             "package = torch._inductor.aoti_compile_and_package(program, inductor_configs=CONFIG_PATCHES)",
             "compiled = torch._inductor.aoti_load_package(package)",
+            "eager = program.module()",
         ]
-    # eager as a GraphModule, as the minifier compares it (same_two_models casts a graph's dtype arguments to fp64)
-    eager = "graph" if spec.kind == "after_aot" else "program.module()"
-    check = _checked(accuracy, eager, "compiled", "inputs", boxed=spec.kind == "after_aot")
+    check = _checked(accuracy, "eager", "compiled", "inputs")
     lines = [f"# {h}" for h in header]
     lines += ["#", "# One file, plain PyTorch: python <this file>", ""]
     lines += _settings(spec, imports)
@@ -265,7 +264,7 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
         f"CONFIG_PATCHES = {spec.portable().config_patches!r}",
         "",
         "",
-        *(_TRACED_DEF if spec.kind == "after_aot" else []),
+        *(_compile_def(spec.dynamo_graph) if spec.kind == "after_aot" else []),
         code.rstrip(),
         "",
         "",
@@ -279,41 +278,48 @@ def render_standalone(spec: LauncherSpec, accuracy: str, code: str, header: list
     return "\n".join(lines)
 
 
-def _compiled_as_torch_compile(program: str, inputs: str, patches: str) -> list[str]:
-    """Lines that compile exported `program` as torch.compile compiles its graph after AOT autograd (Inductor's
-    entry point, as torch._dynamo.repro.after_aot calls it), with its dynamic sizes kept."""
+def _compile_def(dynamo_graph: bool) -> list[str]:
+    """The scripts' copy of minifier.program.after_aot.compile_graph, which the workers compile with: it returns
+    eager (an after_aot graph as a GraphModule, as the minifier compares it: same_two_models casts a graph's dtype
+    arguments to fp64) and the compiled graph, both called with the inputs."""
+    if dynamo_graph:
+        compiled = [
+            "    from torch._inductor.compile_fx import compile_fx",
+            "    with torch._inductor.config.patch(patches):  # all of torch.compile's Inductor backend, as for Dynamo",
+            "        return program.module(), compile_fx(program.module(), values if symbolic else list(inputs))",
+        ]
+    else:
+        compiled = [
+            "    from torch._guards import detect_fake_mode",
+            "    from torch._inductor.compile_fx import compile_fx_inner",
+            "    from torch.fx.experimental.proxy_tensor import make_fx",
+            "    if symbolic:",
+            "        with detect_fake_mode(values):",
+            "            graph, example = make_fx(program.module())(*values), values",
+            "    else:",
+            "        graph, example = make_fx(program.module(), tracing_mode='real')(*inputs), list(inputs)",
+            "    with torch._inductor.config.patch(patches):  # Inductor's entry point after AOT autograd",
+            "        inner = compile_fx_inner(graph, example)",
+            "    return graph, lambda *args: inner(list(args))",
+        ]
     return [
-        "from torch._inductor.compile_fx import compile_fx_inner",
-        f"graph, example = traced({program}, {inputs})",
-        f"with torch._inductor.config.patch({patches}):",
-        "    compiled = compile_fx_inner(graph, example)",
+        "def compiled_as_torch_compile(program, inputs, patches):",
+        '    """The program compiled as torch.compile compiles it, for its inputs or, where it has dynamic sizes,',
+        '    their symbolic values; returns eager and the compiled graph, both called with the inputs."""',
+        "    users = {s.arg.name for s in program.graph_signature.input_specs if s.kind.name == 'USER_INPUT'}",
+        "    values = [n.meta['val'] for n in program.graph.nodes if n.op == 'placeholder' and n.name in users]",
+        "    sizes = [v.shape if isinstance(v, torch.Tensor) else [v] for v in values]",
+        "    symbolic = any(isinstance(d, torch.SymInt) for size in sizes for d in size)",
+        *compiled,
+        "",
+        "",
     ]
 
 
-# The scripts' copy of minifier.program.after_aot.traced, which the workers compile with
-_TRACED_DEF = [
-    "def traced(program, inputs):",
-    '    """The program as the flat ATen graph Inductor compiles, and what to compile it for: its inputs, or where it',
-    '    has dynamic sizes, their symbolic values (as torch.compile compiles for dynamic shapes)."""',
-    "    from torch._guards import detect_fake_mode",
-    "    from torch.fx.experimental.proxy_tensor import make_fx",
-    "    users = {s.arg.name for s in program.graph_signature.input_specs if s.kind.name == 'USER_INPUT'}",
-    "    values = [n.meta['val'] for n in program.graph.nodes if n.op == 'placeholder' and n.name in users]",
-    "    sizes = [v.shape if isinstance(v, torch.Tensor) else [v] for v in values]",
-    "    if not any(isinstance(d, torch.SymInt) for size in sizes for d in size):",
-    "        return make_fx(program.module(), tracing_mode='real')(*inputs), list(inputs)",
-    "    with detect_fake_mode(values):",
-    "        return make_fx(program.module())(*values), values",
-    "",
-    "",
-]
-
-
-def _checked(accuracy: str, eager: str, compiled: str, inputs: str, boxed: bool) -> list[str]:
-    """Lines that run the compiled graph, or compare it with eager as the minifier compares (`accuracy`); Inductor's
-    own callable (`boxed`) takes its inputs as one list."""
+def _checked(accuracy: str, eager: str, compiled: str, inputs: str) -> list[str]:
+    """Lines that run the compiled graph, or compare it with eager as the minifier compares (`accuracy`)."""
     if not accuracy:
-        return [f"{compiled}(list({inputs}))" if boxed else f"{compiled}(*{inputs})"]
+        return [f"{compiled}(*{inputs})"]
     loose = accuracy == "accuracy"
     return [
         "from torch._dynamo.debug_utils import AccuracyError, same_two_models",
@@ -329,19 +335,19 @@ def _run_as_torch_compile() -> list[str]:
         "if command != 'run':",
         "    raise ValueError(f'run_repro(command={command!r}): this script only runs the graph')",
         "inputs, _ = exported_program.example_inputs",
-        *_compiled_as_torch_compile("exported_program", "inputs", "config_patches"),
+        "eager, compiled = compiled_as_torch_compile(exported_program, inputs, config_patches)",
         "if not accuracy:",
-        "    compiled(list(inputs))",
+        "    compiled(*inputs)",
         "    return",
         "from torch._dynamo.debug_utils import AccuracyError, same_two_models",
         "loose = accuracy == 'accuracy'",
-        "same = same_two_models(graph, compiled, list(inputs), only_fwd=True, require_fp64=loose, ignore_non_fp=loose)",
+        "same = same_two_models(eager, compiled, list(inputs), only_fwd=True, require_fp64=loose, ignore_non_fp=loose)",
         "if not same:",
         "    raise AccuracyError('Bad accuracy detected')",
     ]
     return [
         "def run_repro(exported_program, config_patches, accuracy, command, **minifier_options):",
-        '    """Compile the graph as torch.compile compiles it after AOT autograd, and run it on the inputs saved with',
+        '    """Compile the graph as torch.compile compiles it, and run it on the inputs saved with',
         "    it (compared with eager where `accuracy`). `minifier_options` (save_dir, check_str) are what aoti-minify",
         '    reads back from the call below."""',
         *(f"    {line}" for line in body),

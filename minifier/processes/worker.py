@@ -465,7 +465,7 @@ class Worker:
         self._enter("compile", "as torch.compile compiles it")
         with marking_compile_times():
             self._have_isas(patches)
-            return compile_graph(ep, patches)
+            return compile_graph(ep, patches, self.init.launcher.dynamo_graph)
 
     def _have_isas(self, patches: dict) -> None:
         """The CPU vector ISA probe's answer before a compile (`cpu_isa.ensure`); the log says where it came from."""

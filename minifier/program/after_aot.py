@@ -5,8 +5,10 @@ Such a launcher holds the post-AOT-autograd graph (or Dynamo's graph, before it)
 its inputs as `load_args` (saved storages, or random values where none were saved). A worker runs its definitions
 once and traces the graph as after_aot does (make_fx; Dynamo's with AOT autograd's decompositions), exported with
 the dims `load_args` writes as symbols dynamic: a program like an AOTI dump's, so that candidates, checkpoints and
-the repro are made the same way for both. Each compile traces a program's module back to a flat ATen graph of its
-inputs and hands it to Inductor's `compile_fx_inner`: what torch.compile runs after AOT autograd.
+the repro are made the same way for both. An after_aot graph's compile traces a program's module back to a flat
+ATen graph of its inputs and hands it to Inductor's `compile_fx_inner`: what torch.compile runs after AOT autograd. A
+Dynamo graph's goes through `compile_fx`, AOT autograd and its joint-graph passes included, as torch.compile's
+Inductor backend takes it; its tensor constants stay constants (lifted by export), as AOT autograd keeps them.
 """
 
 from __future__ import annotations
@@ -49,7 +51,18 @@ def export_launcher(spec: LauncherSpec) -> ExportedProgram:
     mode = "symbolic" if any(dims) else "real"
     with torch.no_grad():
         graph = make_fx(module, _decompositions(spec), tracing_mode=mode)(*args)
+        _constants_kept(graph, module)
         return torch.export.export(graph, args, dynamic_shapes=dims if any(dims) else None, strict=False)
+
+
+def _constants_kept(graph: torch.fx.GraphModule, module: torch.nn.Module) -> None:
+    """The tensors that make_fx made attributes of `graph` (`torch.tensor(0.5)` in forward, `_tensor_constant0`)
+    as plain attributes, which export lifts as constants, not as the buffers a GraphModule registers them as: some
+    bugs need the value to stay a constant (pytorch/pytorch#193265)."""
+    own = {name for name, _ in module.named_buffers()}
+    for name in [n for n in graph._buffers if n not in own]:
+        value = graph._buffers.pop(name)
+        setattr(graph, name, value)
 
 
 def dynamic_dims(path: str, count: int) -> tuple:
@@ -73,15 +86,19 @@ def _decompositions(spec: LauncherSpec) -> dict | None:
     return select_decomp_table()
 
 
-def compile_graph(program: ExportedProgram, patches: dict) -> Callable:
-    """The program compiled as torch.compile compiles its graph after AOT autograd, for its example inputs' sizes or,
-    where it has dynamic ones, its symbolic sizes; called with the program's inputs."""
-    from torch._inductor.compile_fx import compile_fx_inner
+def compile_graph(program: ExportedProgram, patches: dict, dynamo_graph: bool) -> Callable:
+    """The program compiled as torch.compile compiles its graph, for its example inputs' sizes or, where it has
+    dynamic ones, its symbolic sizes: Dynamo's graph whole (`compile_fx`), an after_aot graph after AOT autograd
+    (`compile_fx_inner`); called with the program's inputs."""
+    from torch._inductor.compile_fx import compile_fx, compile_fx_inner
 
     args, _ = program.example_inputs or ((), {})
-    with torch.no_grad(), torch._inductor.config.patch(patches), _provenance_scope():
-        graph, example = traced(program, args)
-        compiled = compile_fx_inner(graph, example)
+    with torch.no_grad(), torch._inductor.config.patch(patches):
+        if dynamo_graph:  # AOT autograd finds the fake mode of symbolic values itself, as Dynamo hands them over
+            return compile_fx(program.module(), symbolic_values(program) or list(args))
+        with _provenance_scope():
+            graph, example = traced(program, args)
+            compiled = compile_fx_inner(graph, example)
     return lambda *inputs: compiled(list(inputs))
 
 
@@ -90,15 +107,22 @@ def traced(program: ExportedProgram, args: tuple) -> tuple[torch.fx.GraphModule,
     program has dynamic sizes, its inputs' symbolic values, as torch.compile compiles for dynamic shapes (the
     scripts' `traced`, minifier.contract.artifacts, does the same)."""
     from torch._guards import detect_fake_mode
-    from torch.export.graph_signature import InputKind
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    users = {s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
-    values = [n.meta["val"] for n in program.graph.nodes if n.op == "placeholder" and n.name in users]
-    if not any(_symbolic(v) for v in values):
+    values = symbolic_values(program)
+    if not values:
         return make_fx(program.module(), tracing_mode="real")(*args), list(args)
     with detect_fake_mode(values):
         return make_fx(program.module())(*values), values
+
+
+def symbolic_values(program: ExportedProgram) -> list | None:
+    """The program's user inputs as their symbolic values, where any has a dynamic size; None where none has."""
+    from torch.export.graph_signature import InputKind
+
+    users = {s.arg.name for s in program.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
+    values = [n.meta["val"] for n in program.graph.nodes if n.op == "placeholder" and n.name in users]
+    return values if any(_symbolic(v) for v in values) else None
 
 
 def _symbolic(value: object) -> bool:
