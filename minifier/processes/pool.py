@@ -264,6 +264,7 @@ class Pool:
         # queries that ran out of memory beside others (-> in the background), and the one now running alone
         self.short_of_memory: dict[str, tuple[p.Query, bool]] = {}
         self.alone: str | None = None
+        self.cleared_for: str | None = None  # the query short of memory that idle workers were forked again for
         self.memory_detail = ""  # what the last query short of memory raised
         # per GPU (a `devices` entry; "" for all visible): the worker holding the weights there, and its handles
         self.holders: dict[str, _Slot] = {}
@@ -573,14 +574,26 @@ class Pool:
         self.alone = None
         if not self.short_of_memory:
             return False
-        idle = next((s for s in self.slots if s.state == "idle"), None)
-        if idle is None or any(s.current is not None for s in self.slots):
+        if any(s.current is not None for s in self.slots):
             return True
         key = next(iter(self.short_of_memory))
+        if self.cleared_for != key:
+            self._fork_used_again()
+            self.cleared_for = key
+        idle = next((s for s in self.slots if s.state == "idle"), None)
+        if idle is None:
+            return True
         query, background = self.short_of_memory.pop(key)
         self._send_query(idle, query, background)
         self.alone = key
         return True
+
+    def _fork_used_again(self) -> None:
+        """Alone means alone on the machine: what an idle worker that has compiled still holds (a loaded package, its
+        allocator's cache, memory a candidate leaked) goes with it, and a fresh fork takes its place."""
+        for slot in self.slots:
+            if slot.state == "idle" and slot.warm:
+                self._replace(slot, slot.extra_env)
 
     def _refresh(self) -> None:
         """Fork again each idle worker forked before the fork server was prepared, once it is: such a worker's
