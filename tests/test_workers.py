@@ -745,6 +745,19 @@ def test_a_querys_need_is_the_weights_it_reads_unless_held_and_the_values_it_is_
     assert need(graph, {"relu"}, held=False) == 20 + 20  # fed mm's value, makes its own
 
 
+def test_a_run_compared_with_eager_needs_the_fp32_copy_of_half_precision_weights_beside_it():
+    from minifier.driver.devices import reference_need
+    from minifier.exchange.worker_protocol import GraphInfo, NodeInfo
+
+    def param(name, shape, size):
+        return NodeInfo(name=name, kind="param", target=name, op=name, args=[], tensor=True, shape=shape, bytes=size)
+
+    nodes = [param("w", "bfloat16[16, 16]", 512), param("b", "float32[16]", 64), param("h", "float16[8]", 16)]
+    graph = GraphInfo(nodes=nodes, outputs=[], code="", torch_version="", device="cuda:0")
+    assert reference_need(graph) == 2 * (512 + 16)  # the fp32 stand-in's copy; fp32 weights are their own
+    assert reference_need(GraphInfo(nodes=nodes, outputs=[], code="", torch_version="", device="cpu")) == 0
+
+
 def test_a_model_that_cannot_run_in_fp64_is_compared_in_its_own_precision():
     # The accuracy check's fp64 reference fails for such a model (a bf16 Llama on the GPU did): an fp32 run stands
     # in, so that a matching run passes and a diverging one is still an accuracy failure.

@@ -51,6 +51,14 @@ def need(graph: GraphInfo, kept: Collection[str] | None, held: bool) -> int:
     return (0 if held else weights) + fed + sum(n.bytes for n in chosen)
 
 
+def reference_need(graph: GraphInfo) -> int:
+    """What comparing a run of the whole graph with eager adds on its GPU where the weights are in half precision: the
+    fp32 copy of them that stands in for the fp64 reference (minifier.processes.accuracy), twice their bytes."""
+    if graph.device == "cpu":
+        return 0
+    return sum(2 * n.bytes for n in graph.nodes if n.kind == "param" and n.shape.startswith(("bfloat16[", "float16[")))
+
+
 def free_gpu_memory(devices: list[str]) -> dict[str, int]:
     """Each GPU's free bytes now, as nvidia-smi counts them (none where it cannot say)."""
     free = {}

@@ -141,10 +141,14 @@ class Triaging:
         self.probes: list[Change] = []  # groups of ops left to ATen, tried in turn
         self.failing_code: str | None = None
         self.stop_at_build = False  # the failure raises before the C++ build: a change that gets there avoids it
+        self.original_need = 0  # the GPU bytes a run of the original asks for (devices.need), its comparison aside
+        self.compared_need = 0  # and one compared with eager (devices.reference_need beside it)
 
     def run(self) -> Triage:
         graph = self.pool.call(p.DescribeRequest()).graph
         devices.plan_gpu_memory(self.pool, graph, self.session.spec)
+        self.original_need = devices.need(graph, None, held=bool(self.pool.holders))
+        self.compared_need = self.original_need + devices.reference_need(graph)
         values = self.pool.call(p.ConfigsRequest()).values
         baseline = self.baseline()  # beside it, on another worker: the eager run that catches a lying fake kernel
         self.target, _ = result_signature(baseline)
@@ -211,7 +215,8 @@ class Triaging:
         if saved is not None and self.target is not None and self.target.matches(saved.signature):
             self.runs.append("fails")
         for run in range(len(self.runs) + 1, self.session.options.runs + 1):
-            self.submit(p.QueryRequest(key=f"triage-run-{run}", program=p.OriginalProgram()), Probe(), background=True)
+            query = p.QueryRequest(key=f"triage-run-{run}", program=p.OriginalProgram())
+            self.submit(query, Probe(), background=True, need=self.original_need)
 
     def take(self, result: Result, search: WorkaroundSearch) -> None:
         probe = self.queries.pop(result.query.key, None)
@@ -287,11 +292,13 @@ class Triaging:
                     program=p.OriginalProgram(),
                     trial=p.TrialOptions(configs=trial.change.inductor_configs, compare=True, setup=trial.change.code),
                 )
-                self.submit(query, Probe(trial=trial))
+                self.submit(query, Probe(trial=trial), need=self.compared_need)
 
-    def submit(self, query: p.QueryRequest, probe: Probe, background: bool = False) -> None:
+    def submit(self, query: p.QueryRequest, probe: Probe, background: bool = False, need: int = 0) -> None:
+        """`need`: the GPU bytes it asks for (Pool.submit), for a query of the original; one of the minimal graph
+        takes little."""
         self.queries[query.key] = probe
-        self.pool.submit(query, background)
+        self.pool.submit(query, background, need=need)
 
     def _minimal_query(self, key: str, change: Change, record_compile: bool = False) -> p.QueryRequest:
         return p.QueryRequest(

@@ -9,19 +9,32 @@ def check_accuracy(eager, compiled, args, mode: str) -> None:
     from torch._dynamo.debug_utils import AccuracyError, same_two_models
 
     loose = mode == "accuracy"
+    matches: bool | None = None
     try:
-        matches: bool | None = same_two_models(
-            eager, compiled, list(args), only_fwd=True, require_fp64=loose, ignore_non_fp=loose
-        )
+        if _fp64_fits(eager):
+            matches = same_two_models(
+                eager, compiled, list(args), only_fwd=True, require_fp64=loose, ignore_non_fp=loose
+            )
     except RuntimeError as e:
         if _NO_FP64 not in str(e):
             raise
-        matches = None  # compared below, once the exception lets go of the fp64 copy it was making
-    if matches is None:
-        # eager's fp64 run failed (a bf16 Llama on the GPU: out of memory, or a cast fp64 breaks): an fp32 run stands in
+    if matches is None:  # once the exception has let go of the fp64 copy it was making
+        # eager's fp64 run failed or would not fit (a bf16 Llama on the GPU; a cast fp64 breaks): an fp32 run stands in
         matches = _same_as_fp32_reference(eager, compiled, list(args), loose)
     if not matches:
         raise AccuracyError("Bad accuracy detected")
+
+
+def _fp64_fits(eager) -> bool:
+    """Whether same_two_models' fp64 reference fits the free GPU memory: it copies the model, casts the copy to fp64
+    and copies that again to run it. Trying it where it cannot fit would take the memory the runs beside it use."""
+    import torch
+
+    tensors = [t for t in [*eager.parameters(), *eager.buffers()] if t.is_cuda and t.is_floating_point()]
+    if not tensors:
+        return True
+    free, _ = torch.cuda.mem_get_info(tensors[0].device)
+    return sum(t.numel() * (t.element_size() + 2 * 8) for t in tensors) < free
 
 
 def _same_as_fp32_reference(eager, compiled, args: list, loose: bool) -> bool:
