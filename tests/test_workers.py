@@ -780,3 +780,31 @@ def test_a_model_that_cannot_run_in_fp64_is_compared_in_its_own_precision():
     check_accuracy(NoFp64(), NoFp64(), args, "accuracy")
     with pytest.raises(AccuracyError):
         check_accuracy(NoFp64(), NoFp64(shift=1.0), args, "accuracy")
+
+
+def test_an_exported_half_precision_model_that_casts_is_compared_against_its_fp32_reference():
+    # export checks the dtype before each cast (`_assert_tensor_metadata`): a bf16 Llama's RMSNorm made its fp64 and
+    # fp32 references fail on them, and triage rejected a workaround that ran ("Tensor dtype mismatch").
+    torch = pytest.importorskip("torch")
+    from torch._dynamo.debug_utils import AccuracyError
+
+    from minifier.processes.accuracy import check_accuracy
+
+    class Norm(torch.nn.Module):
+        def __init__(self, shift: float = 0.0) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.randn(64, dtype=torch.bfloat16))
+            self.shift = shift
+
+        def forward(self, x):
+            h = x.to(torch.float32)
+            h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+            return (self.weight * h.to(torch.bfloat16) + self.shift,)
+
+    args = (torch.randn(4, 64, dtype=torch.bfloat16),)
+    eager = torch.export.export(Norm(), args).module()
+    shifted = torch.export.export(Norm(shift=0.5), args).module()
+    shifted.load_state_dict(eager.state_dict())
+    check_accuracy(eager, eager, args, "accuracy")
+    with pytest.raises(AccuracyError):
+        check_accuracy(eager, shifted, args, "accuracy")
