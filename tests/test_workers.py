@@ -4,6 +4,7 @@ import dataclasses
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -808,3 +809,32 @@ def test_an_exported_half_precision_model_that_casts_is_compared_against_its_fp3
     check_accuracy(eager, eager, args, "accuracy")
     with pytest.raises(AccuracyError):
         check_accuracy(eager, shifted, args, "accuracy")
+
+
+def test_a_cancel_that_lands_as_a_worker_exit_is_read_keeps_the_exit(monkeypatch):
+    # A SIGTERM raised between reading the fork server's message and recording it lost the exit, and the
+    # shutdown that followed waited for it forever (a cancelled minify hung once under load).
+    from minifier.contract import interrupts
+
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    server = ForkServer(ours)
+    decode = fp.decode
+
+    def decoded_as_the_signal_lands(record):
+        message = decode(record)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return message
+
+    monkeypatch.setattr(fp, "decode", decoded_as_the_signal_lands)
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    interrupts.install()
+    try:
+        theirs.send(fp.encode(fp.Exited(pid=4321, returncode=-9)))
+        with pytest.raises(KeyboardInterrupt):
+            server.receive(timeout=5, until=fp.Exited)
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        theirs.close()
+        server.close()
+    assert server.exits == {4321: -9}

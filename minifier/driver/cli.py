@@ -13,7 +13,7 @@ import threading
 import time
 import traceback
 
-from ..contract import __version__
+from ..contract import __version__, interrupts
 from ..contract.artifacts import DiskFull, OutputError
 from ..contract.calls import CALLS
 from ..contract.events import (
@@ -278,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _interrupt)
+    interrupts.install()
     args = build_parser().parse_args(argv)
     if getattr(args, "owner", None):
         _stop_with(args.owner)
@@ -427,10 +427,6 @@ def _fail(reporter: Reporter, code: ExitCode, message: str) -> int:
     reporter.emit(ErrorEvent(code=error_code(code), message=message))
     reporter.say(f"error: {message}")
     return code
-
-
-def _interrupt(signum, frame) -> None:
-    raise KeyboardInterrupt
 
 
 def _stop_with(owner: int) -> None:

@@ -18,6 +18,7 @@ import time
 from collections import deque
 from collections.abc import Mapping
 
+from ..contract.interrupts import held
 from ..contract.procs import kill_worker, peer_uid
 from ..contract.wire import WireError
 from ..exchange import fork_protocol as fp
@@ -132,12 +133,13 @@ class ForkServer:
     def spawn(self, env: Mapping[str, str], cwd: str, fds: tuple[int, int, int], timeout: float) -> Forked:
         """Ask for a worker without waiting: a pool's workers are all asked for at once, and the server
         forks them all before it goes on importing."""
-        try:
-            socket.send_fds(self.sock, [fp.encode(fp.Spawn(env=dict(env), cwd=cwd))], list(fds))
-        except OSError as e:
-            raise ForkServerGone(self._gone(f"cannot reach it ({e})")) from e
         forked = Forked(self, timeout)
-        self.unanswered.append(forked)
+        with held():  # the server answers spawns in order: each one sent is awaited
+            try:
+                socket.send_fds(self.sock, [fp.encode(fp.Spawn(env=dict(env), cwd=cwd))], list(fds))
+            except OSError as e:
+                raise ForkServerGone(self._gone(f"cannot reach it ({e})")) from e
+            self.unanswered.append(forked)
         return forked
 
     def receive(self, timeout: float | None, until: type | tuple[type, ...] = ()) -> fp.Message | None:
@@ -148,13 +150,14 @@ class ForkServer:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             if not self.selector.select(left):
                 return None
-            message = self._read()
-            if isinstance(message, fp.Exited):
-                self.exits[message.pid] = message.returncode
-            elif isinstance(message, fp.Prepared):
-                self.prepared = True
-            elif isinstance(message, (fp.Spawned, fp.Refused)) and self.unanswered:
-                self.unanswered.popleft().answer = message  # the server answers spawns in order
+            with held():  # a message read is recorded before a cancel can be raised
+                message = self._read()
+                if isinstance(message, fp.Exited):
+                    self.exits[message.pid] = message.returncode
+                elif isinstance(message, fp.Prepared):
+                    self.prepared = True
+                elif isinstance(message, (fp.Spawned, fp.Refused)) and self.unanswered:
+                    self.unanswered.popleft().answer = message  # the server answers spawns in order
             if until and isinstance(message, until):
                 return message
 
