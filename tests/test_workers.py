@@ -838,3 +838,18 @@ def test_a_cancel_that_lands_as_a_worker_exit_is_read_keeps_the_exit(monkeypatch
         theirs.close()
         server.close()
     assert server.exits == {4321: -9}
+
+
+def test_a_graph_with_quantized_tensors_is_refused_in_one_line_that_says_why():
+    # a torch.compile launcher whose graph quantizes (a QAT-converted model) cannot be traced with fake tensors;
+    # the dispatcher's message lists every backend after its first sentence
+    torch = pytest.importorskip("torch")
+    from minifier.processes.worker import one_line
+
+    with pytest.raises(NotImplementedError) as raised:
+        torch.empty_strided((2,), (1,), device="meta", dtype=torch.quint8)
+    line = one_line(raised.value)
+    assert line == (
+        "NotImplementedError: Could not run 'aten::empty_strided' with arguments from the 'QuantizedMeta' backend. "
+        "Quantized tensors have no fake-tensor form, which tracing the graph needs."
+    )

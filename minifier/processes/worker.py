@@ -723,11 +723,23 @@ def _save_after_aot_graph(launcher) -> p.WorkerFailed | None:
     except Exception as e:
         if disk_full(e):
             return _disk_full_reply(e)
+        traceback.print_exc()  # the whole of it in the worker's log
         return p.WorkerFailed(
             code="bad_input",
-            message=f"{launcher.path}: cannot trace the torch.compile launcher's graph: {type(e).__name__}: {e}"[:4000],
+            message=f"{launcher.path}: cannot trace the torch.compile launcher's graph: {one_line(e)}",
         )
     return None
+
+
+def one_line(error: BaseException) -> str:
+    """An exception in one line: its message's first, cut after the first sentence where the dispatcher goes on to
+    list every backend; quantized tensors said as such (they have no fake form, which tracing needs)."""
+    line = (str(error).strip().splitlines() or [""])[0]
+    if line.startswith("Could not run "):
+        line = line.split(". ", 1)[0] + "."
+    if "Quantized" in line:
+        line += " Quantized tensors have no fake-tensor form, which tracing the graph needs."
+    return f"{type(error).__name__}: {line}"[:4000]
 
 
 def _cannot_load(path: str, error: BaseException) -> p.WorkerFailed:
