@@ -110,7 +110,7 @@ def analyze_error(exc_type: str, text: str, phase: Phase | None = None, frame: s
         if found is not None:
             return found
     inner_type, rest = _peel_type(exc_type, text)
-    headline = _first_line(rest)
+    headline = first_line(rest)
     if headline in ("", f"{inner_type}()"):
         return _messageless(inner_type, phase, frame)
     return _analysis(inner_type, headline, _kernel_named_in(text), phase)
@@ -241,7 +241,7 @@ def _peel_type(exc_type: str, text: str) -> tuple[str, str]:
     return inner, rest
 
 
-def _first_line(text: str) -> str:
+def first_line(text: str) -> str:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
 
 

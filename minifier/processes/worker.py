@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..contract.archive import weight_bytes
 from ..contract.layout import CACHES, PACKAGES
 from ..contract.procs import WORKER_NAME, env_set, name_process
-from ..contract.signature import ErrorAnalysis, Phase, analyze_error, kernel_ops
+from ..contract.signature import ErrorAnalysis, Phase, analyze_error, first_line, kernel_ops
 from ..exchange import worker_protocol as p
 from ..exchange.provenance import PYBINDING_KERNEL, pybinding_name, read_kernel_source
 from ..exchange.worklog import LOG_LIMIT, keep_under, phase
@@ -734,7 +734,7 @@ def _save_after_aot_graph(launcher) -> p.WorkerFailed | None:
 def one_line(error: BaseException) -> str:
     """An exception in one line: its message's first, cut after the first sentence where the dispatcher goes on to
     list every backend; quantized tensors said as such (they have no fake form, which tracing needs)."""
-    line = (str(error).strip().splitlines() or [""])[0]
+    line = first_line(str(error))
     if line.startswith("Could not run "):
         line = line.split(". ", 1)[0] + "."
     if "Quantized" in line:
