@@ -9,6 +9,7 @@ import pytest
 from conftest import aoti_minify, events_of, minify, program_facts, repro_signature
 
 from minifier.contract.launcher import read_launcher
+from minifier.processes.switches import STOPPED_AT_BUILD
 
 pytestmark = pytest.mark.compile
 
@@ -74,7 +75,11 @@ def test_a_dynamo_level_launcher_compiles_through_aot_autograd_and_keeps_a_tenso
     assert "torch.ops.aten.cumsum.default" in repro and "compile_fx(" in repro and "compile_fx_inner" not in repro
     assert "CONSTANT_TENSOR" in program_facts(done.repro[:-3] + ".pt2")["kinds"]
     assert repro_signature(done.repro).matches(done.signature)
-    assert not events_of(proc)[-1].fallback  # repro_standalone.py, checked by minify as a fresh script
+    events = events_of(proc)
+    assert not events[-1].fallback  # repro_standalone.py, checked by minify as a fresh script
+    # raised at lowering: a candidate without the cumsum is stopped where its wrapper module would build kernels
+    passed = [e for e in events if e.event == "candidate" and e.verdict == "passes" and not e.cached]
+    assert passed and all(e.detail == STOPPED_AT_BUILD for e in passed), [e.detail for e in passed]
 
 
 def test_a_launcher_traced_with_dynamic_shapes_keeps_the_dims_that_were_symbolic_and_only_those(dumps, tmp_path):

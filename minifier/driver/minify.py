@@ -84,7 +84,7 @@ class PoolTester:
         self.whole = context.space.whole
         self.progress = progress
         self.target: Signature | None = None
-        self.stop_at_build = False  # the target raises before the package's C++ build: candidates stop there
+        self.stop_at_build = False  # the target raises before its code is built: candidates stop there
         self.results: dict[Candidate, Result] = {}
         self._verdicts: dict[Candidate, Verdict] = {}
         self.priority: dict[Candidate, bool] = {}  # -> in the background
@@ -187,7 +187,7 @@ class PoolTester:
 
     def aim(self, target: Signature | None, whole: Result | None = None) -> bool:
         """The failure being minified is `target` (an earlier `run`'s, or the whole graph's `whole`): every verdict
-        so far is classified again against it. True where it raises before the C++ build, where candidates then
+        so far is classified again against it. True where it raises before the code is built, where candidates then
         stop."""
         self.target = target
         self.stop_at_build = whole is not None and raised_before_build(whole)
@@ -451,7 +451,7 @@ def first_round(run: MinifyRun, then: NextRound, after: NextRound) -> Candidate:
         # that names the culprit would come later. Guesses from evidence still take any spare worker.
         race.verdict(full, then, after, room=devices.room_beside_a_compile())
         if tester.aim(sanity(session, tester, full), tester.results[full]):
-            reporter.say("the failure raises before the C++ build: a candidate that gets there passes, unbuilt")
+            reporter.say("the failure raises before the code is built: a candidate that gets there passes, unbuilt")
     if probing:  # localized by values, not by search: the probe's slices go ahead of the first round
         tester.accuracy.probe_first(race, tester.results.get(tester.whole))
     reporter.emit(

@@ -140,7 +140,7 @@ class Triaging:
         self.lowered: list[str] = []
         self.probes: list[Change] = []  # groups of ops left to ATen, tried in turn
         self.failing_code: str | None = None
-        self.stop_at_build = False  # the failure raises before the C++ build: a change that gets there avoids it
+        self.stop_at_build = False  # the failure raises before the code is built: a change that gets there avoids it
         self.original_need = 0  # the GPU bytes a run of the original asks for (devices.need), its comparison aside
         self.compared_need = 0  # and one compared with eager (devices.reference_need beside it)
 

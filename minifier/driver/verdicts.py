@@ -90,7 +90,7 @@ def with_implied_failures(verdicts: Mapping[Nodes, str], ahead: Mapping[Nodes, S
 
 
 def raised_before_build(result: Result) -> bool:
-    """The whole graph's compile raised before the package's C++ build (a codegen KeyError, a Triton kernel that
+    """The whole graph's compile raised before its code was built (a codegen KeyError, a Triton kernel that
     does not compile): what reaches the build cannot fail that way. Only a compile error counts: a compile served
     from Inductor's cache never reaches the build either, and then fails at run time (a device-side assert)."""
     outcome = result.outcome

@@ -184,7 +184,7 @@ class QueryRequest:
     `own_cache`: compile in an Inductor cache of its own, removed after. The same graph compiling in
     another worker generates the same wrapper code, and Inductor holds a lock named for that code's hash
     around the package's C++ compile: in the shared cache the two compiles would run one after the other.
-    `stop_at_build`: the failure being minified raises before the package's C++ build, so a candidate that
+    `stop_at_build`: the failure being minified raises before its generated code is built, so a candidate that
     reaches the build does not fail that way: it is stopped there and passes (Outcome.built).
     `early_kernel`: should the package's kernels not compile, say so at once (KernelFailed, before the Outcome):
     the wrapper's compile, which Inductor raises first, is still running then.
@@ -342,7 +342,7 @@ class Outcome:
     code: str = ""
     pt2: str | None = None
     poisoned: bool = False
-    built: bool | None = None  # the compile reached the package's C++ build (None: no compile ran)
+    built: bool | None = None  # the compile reached the build of its code (None: no compile ran)
     findings: Findings | None = None
     type: Literal["outcome"] = "outcome"
 

@@ -50,10 +50,10 @@ class UnchangedCode(Exception):
 
 
 class ReachedBuild(Exception):
-    """The compile reached the package's C++ build, where a failure raised before it can no longer happen."""
+    """The compile reached the build of its generated code, where a failure raised before it can no longer happen."""
 
 
-STOPPED_AT_BUILD = "stopped at the C++ build: the failure being minified raises before it"
+STOPPED_AT_BUILD = "stopped at the build of its code: the failure being minified raises before it"
 
 
 def stopped_unchanged(error: BaseException) -> bool:
@@ -79,20 +79,20 @@ def _raised_for(error: BaseException, cls: type[BaseException]) -> bool:
 
 @dataclass
 class Build:
-    """Whether a compile reached the package's C++ build (`AotCodeCompiler.compile`)."""
+    """Whether a compile reached the build of its generated code (`_at_build`)."""
 
     reached: bool = False
 
 
 @contextlib.contextmanager
 def watching_build(stop: bool) -> Iterator[Build]:
-    """Inside, the yielded Build says whether the compile reached the package's C++ build; with `stop` it raises
+    """Inside, the yielded Build says whether the compile reached the build of its code; with `stop` it raises
     ReachedBuild there instead of building. A failure the original raises before its build (a codegen KeyError,
     a Triton kernel that does not compile) cannot come from a candidate that got that far, and a passing
     candidate's build is most of its compile."""
     build = Build()
 
-    def reach(*args, **kwargs) -> None:
+    def reach(*code: object) -> None:
         build.reached = True
         if stop:
             raise ReachedBuild()
@@ -103,21 +103,34 @@ def watching_build(stop: bool) -> Iterator[Build]:
 
 @contextlib.contextmanager
 def _at_build(check: Callable[..., None]) -> Iterator[None]:
-    """Inside, `check` is called with what Inductor hands the package's C++ build (`AotCodeCompiler.compile`'s
-    arguments) before the build starts; it stops the build by raising."""
+    """Inside, `check` is called with the generated code before a compiler builds it, and stops the build by
+    raising. For a package that is `AotCodeCompiler.compile` (the wrapper, the kernels, the extern kernels, the
+    device); for torch.compile it is the load of the wrapper module, whose source holds every kernel, where their
+    builds start. AOTInductor's first pass on a GPU loads such a module too, to tune its kernels: not its build."""
     from torch._inductor.codecache import AotCodeCompiler
+    from torch._inductor.graph import GraphLowering
 
-    original = AotCodeCompiler.__dict__["compile"]
+    package_build = AotCodeCompiler.__dict__["compile"]
+    module_load = GraphLowering.__dict__.get("_compile_to_module_lines")
 
-    def compile(cls, *args, **kwargs):
-        check(*args, **kwargs)
-        return original.__func__(cls, *args, **kwargs)
+    def compile(cls, graph, wrapper_code, kernel_code, serialized_extern_kernel_nodes, **kwargs):
+        check(wrapper_code, kernel_code, serialized_extern_kernel_nodes, kwargs.get("device_type"))
+        return package_build.__func__(cls, graph, wrapper_code, kernel_code, serialized_extern_kernel_nodes, **kwargs)
+
+    def load(graph, wrapper_code, *args, **kwargs):
+        if not graph.aot_mode:
+            check(wrapper_code.value)
+        return module_load(graph, wrapper_code, *args, **kwargs)
 
     AotCodeCompiler.compile = classmethod(compile)
+    if module_load is not None:  # a torch whose wrapper module loads elsewhere: its compiles are not stopped
+        GraphLowering._compile_to_module_lines = load
     try:
         yield
     finally:
-        AotCodeCompiler.compile = original
+        AotCodeCompiler.compile = package_build
+        if module_load is not None:
+            GraphLowering._compile_to_module_lines = module_load
 
 
 @dataclass
@@ -215,12 +228,12 @@ def _observing_passes(passes: list[str]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def _fingerprinting(recorded: Recorded | None, failing_code: str | None) -> Iterator[None]:
-    """The fingerprint is taken where Inductor hands the package's generated code to the C++ compiler: the
-    wrapper and kernel source, the extern kernels, and the configs that compile reads. A config change that
+    """The fingerprint is taken where Inductor hands the generated code to its build: the wrapper and kernel
+    source, the extern kernels, and the configs that build reads. A config change that
     leaves all of them as they were (a fusion limit on a one-kernel graph) cannot change the outcome."""
 
-    def check(graph, wrapper_code, kernel_code, serialized_extern_kernel_nodes, **kwargs) -> None:
-        generated = fingerprint(wrapper_code, kernel_code, serialized_extern_kernel_nodes, kwargs.get("device_type"))
+    def check(*code: object) -> None:
+        generated = fingerprint(*code)
         if recorded is not None:
             recorded.generated = generated
         if generated == failing_code:
