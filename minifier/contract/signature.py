@@ -21,6 +21,8 @@ _PHASE_WORDS = {"export": "exporting", "compile": "compiling", "load": "loading"
 
 _GCC_ERROR = re.compile(r"^(?P<file>/[^:\n]+):(?P<line>\d+):(?P<col>\d+): (?:fatal )?error: (?P<msg>.+)$", re.M)
 _GCC_FUNCTION = re.compile(r"In function [‘'`](?:[\w:<>,\s*&]+\s)?(?P<name>\w+)\(")
+# where g++ says an error is: a kernel is a free function, AOTI's wrapper code a member function (run_impl)
+_GCC_CONTEXT = re.compile(r"In (?P<member>member )?function [‘'`]")
 _IMPORT_FAILURE = re.compile(r"Failed to import (?P<file>/\S+\.py)")
 _PY_SYNTAX = re.compile(r"^(?P<type>\w*Error): (?P<msg>.+?) \((?P<base>[^,()]+\.py), line (?P<line>\d+)\)", re.M)
 _TRITON_AT = re.compile(r"^(?P<type>\w*(?:Compilation|Compile)\w*Error): at (?P<line>\d+):(?P<col>\d+):", re.M)
@@ -182,8 +184,10 @@ def _cpp_compile_error(text: str) -> ErrorAnalysis | None:
     error = _GCC_ERROR.search(text)
     if error is None:
         return None
-    functions = list(_GCC_FUNCTION.finditer(text, 0, error.start()))
-    name = functions[-1].group("name") if functions else None
+    contexts = list(_GCC_CONTEXT.finditer(text, 0, error.start()))
+    context = contexts[-1] if contexts else None
+    function = _GCC_FUNCTION.match(text, context.start()) if context and not context.group("member") else None
+    name = function.group("name") if function else None
     kernel = KernelRef(
         name=name,
         file=error.group("file"),

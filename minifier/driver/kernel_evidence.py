@@ -72,6 +72,9 @@ class KernelEvidence(Source):
             return []
         self.known = True
         kernel = resolve_kernel(kernel, self.graph, read_kernel_source(kernel), provenance=provenance)
+        if kernel.name is None and not kernel.source_nodes:
+            self.reporter.say(f"the error is in the wrapper's own code ({kernel.file}:{kernel.line}), not in a kernel")
+            return []
         how = "named by Inductor" if kernel.exact else "guessed from its ops"
         self.reporter.say(f"kernel {kernel.name}: source nodes {', '.join(kernel.source_nodes[:8])} ({how})")
         if kernel.exact and kernel.fused:

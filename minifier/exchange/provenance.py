@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
 from ..contract.signature import ErrorAnalysis, KernelRef, kernel_ops
@@ -37,7 +37,9 @@ _HANDLE = re.compile(r"\[Provenance debug handles\] (?P<key>\S+)")
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)\n(?P<code>[^\n]*)', re.M)
 _SOURCE_NODES = re.compile(r"Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
 _DEF = re.compile(r"^def (?P<name>triton_\w+)\(", re.M)
-_CPP_FUNC = re.compile(r'^extern "C"\s+void\s+(?P<name>\w+)\(', re.M)
+# a kernel's definition, not the declarations by which AOTI's wrapper calls it
+_CPP_FUNC = re.compile(r'^extern "C"\s+void\s+(?P<name>\w+)\([^;{}]*\)\s*\{', re.M)
+_CPP_FUNC_END = re.compile(r"^\}", re.M)
 _PYBINDING = re.compile(
     r"^(?P<name>\w+) = async_compile\.cpp_pybinding\(\[[^\]]*\], r'''(?P<source>.*?)'''", re.M | re.S
 )
@@ -427,21 +429,33 @@ def model_lines(nodes: Iterable[str], graph: GraphInfo):
 
 
 def _name_at_line(source: str | None, line: int | None) -> str | None:
-    """The kernel function enclosing `line` (1-based) of a generated kernel file."""
+    """The kernel function enclosing `line` (1-based) of a generated kernel file; None for a line of C++ past the end
+    of the kernel above it (the wrapper's own code, after the kernels in a one-file build)."""
     if not source:
         return None
-    names = [
-        (source.count("\n", 0, m.start()) + 1, m.group("name"))
-        for pattern in (_DEF, _CPP_FUNC)
-        for m in pattern.finditer(source)
-    ]
-    names.sort()
+    names = sorted(_kernel_spans(source))
     if not names:
         return None
     if line is None:
-        return names[0][1]
-    enclosing = [name for start, name in names if start <= line]
-    return enclosing[-1] if enclosing else names[0][1]
+        return names[0][2]
+    enclosing = [(end, name) for start, end, name in names if start <= line]
+    if not enclosing:
+        return names[0][2]
+    end, name = enclosing[-1]
+    return name if end is None or line <= end else None
+
+
+def _kernel_spans(source: str) -> Iterator[tuple[int, int | None, str]]:
+    """Each kernel's first line, its last (C++: its closing brace; Python: not known) and its name."""
+
+    def line_of(offset: int) -> int:
+        return source.count("\n", 0, offset) + 1
+
+    for m in _DEF.finditer(source):
+        yield line_of(m.start()), None, m.group("name")
+    for m in _CPP_FUNC.finditer(source):
+        closing = _CPP_FUNC_END.search(source, m.end())
+        yield line_of(m.start()), line_of(closing.start()) if closing else None, m.group("name")
 
 
 PYBINDING_KERNEL = "kernel"  # the name of every C++ kernel's function under Inductor's Python wrapper
