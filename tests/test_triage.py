@@ -59,6 +59,24 @@ def test_a_real_inductor_bug_gets_a_workaround_verified_on_the_original(dumps, t
     assert "### Culprit" in report
 
 
+def test_a_debug_switch_of_the_users_that_meets_a_bug_is_reverted_and_no_kernel_is_blamed(dumps, tmp_path):
+    """triton.debug_sync_graph writes its Python sync line (`pass` on a CPU) into AOTI's C++ wrapper
+    (pytorch/pytorch#140219): the error is in the wrapper's own code, no kernel's; the user's switch back at its
+    default is the workaround, verified on the original."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-debug_sync-cpp_compile_error")
+    run = aoti_minify("run", launcher, "--events")
+    assert run.returncode == 0, run.stderr[-4000:]
+    failure = events_of(run)[-1].failure
+    assert failure.signature.exc_type == "CppCompileError" and "pass" in failure.signature.message
+    assert failure.kernel.name is None and failure.kernel.file.endswith(".wrapper.cpp")
+    events, done = triaged(launcher)
+    triage = done.triage
+    first = triage.workarounds[0]
+    assert first.inductor_configs == {"triton.debug_sync_graph": False} and first.verified_on == "original"
+    assert verified(events, first.inductor_configs)
+    assert triage.culprit.subsystem.startswith("a setting of yours")
+
+
 @pytest.mark.slow
 def test_leaving_only_the_culprit_op_to_aten_is_offered_as_code_verified_on_the_original(dumps, tmp_path):
     """Inductor's `any` of uint8 returns bool (pytorch/pytorch#198081): every op left to ATen

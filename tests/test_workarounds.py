@@ -22,6 +22,7 @@ from minifier.driver.triage import as_lowered
 from minifier.driver.workarounds import (
     EVERYTHING,
     NARROW,
+    YOURS,
     Answer,
     Change,
     Found,
@@ -65,6 +66,16 @@ def test_the_failure_kind_picks_and_orders_the_families():
     accuracy_order = names(candidates(VALUES, "cpu", "accuracy"))
     assert "fallback_random" not in compile_order  # no random numbers in what g++ rejects
     assert accuracy_order.index("fallback_random") < accuracy_order.index("pick_loop_orders")
+
+
+def test_the_users_own_settings_are_reverted_first_and_not_tried_twice():
+    """A debug switch of the user's (triton.debug_sync_graph writes Python into AOTI's C++ wrapper) whatever the
+    kind; a setting the catalog would try anyway (epilogue_fusion back to its default, False) is tried once."""
+    settings = {"triton.debug_sync_graph": False, "epilogue_fusion": False}
+    found = candidates({**VALUES, "triton.debug_sync_graph": True}, "cpu", "accuracy", settings=settings)
+    assert names(found)[:2] == ["triton.debug_sync_graph", "epilogue_fusion"]
+    assert names(found).count("epilogue_fusion") == 1 and found[0].family == found[1].family == YOURS
+    assert found[0].inductor_configs == {"triton.debug_sync_graph": False}
 
 
 def test_a_cuda_failure_tries_triton_switches_and_no_cpp_ones():

@@ -149,7 +149,7 @@ class Triaging:
         devices.plan_gpu_memory(self.pool, graph, self.session.spec)
         self.original_need = devices.need(graph, None, held=bool(self.pool.holders))
         self.compared_need = self.original_need + devices.reference_need(graph)
-        values = self.pool.call(p.ConfigsRequest()).values
+        configs = self.pool.call(p.ConfigsRequest())
         baseline = self.baseline()  # beside it, on another worker: the eager run that catches a lying fake kernel
         self.target, _ = result_signature(baseline)
         if self.target is None or self.verdict(baseline) != "fails":
@@ -163,7 +163,11 @@ class Triaging:
         # the ops Inductor lowered (decompositions applied: mish's log1p, relu_ as relu), else the graph's own
         self.lowered = list(dict.fromkeys(recorded.lowered)) or self.ops
         # no config makes compiled code right that was told wrong sizes: the fix is the user's fake kernel
-        changes = [] if self.lies else candidates(values, graph.device, self.target.kind, recorded.passes)
+        changes = (
+            []
+            if self.lies
+            else candidates(configs.values, graph.device, self.target.kind, recorded.passes, configs.settings)
+        )
         self.reporter.say(
             f"triage: {self.target.describe()} ({phase}); trying {len(changes)} config changes on the minimal graph"
             + (f" ({self.lies[0].describe()})" if self.lies else "")

@@ -109,6 +109,9 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 FAMILIES["crash"] = FAMILIES["timeout"] = FAMILIES["runtime_error"]
 ALWAYS = "ATen fallback"
+# A config the user set (launcher.config, a compile's patches) back at its default: tried first, for every kind of
+# failure. A debug switch may be what meets the bug (triton.debug_sync_graph writes Python into AOTI's C++).
+YOURS = "a setting of yours"
 
 
 @dataclass(frozen=True)
@@ -159,16 +162,29 @@ NO_CHANGE = Change()
 OP_NAME = re.compile(r"\w+\.\w+(\.\w+)?")  # `aten.any.dim`, as torch.ops names it
 
 
-def candidates(values: Mapping[str, Any], device: str, kind: Kind, passes: Sequence[str] = ()) -> list[Change]:
-    """The changes worth trying on this torch for a failure of `kind` on `device`, narrowest first: each
-    catalog switch of a family that fits, that this torch has and that is not already set so, and, where the
-    failing compile applied graph passes, all of them disabled at once (then each alone, should that fix it)."""
+def candidates(
+    values: Mapping[str, Any],
+    device: str,
+    kind: Kind,
+    passes: Sequence[str] = (),
+    settings: Mapping[str, Any] | None = None,
+) -> list[Change]:
+    """The changes worth trying on this torch for a failure of `kind` on `device`, narrowest first: each of the
+    user's `settings` back at its default; each catalog switch of a family that fits, that this torch has and that
+    is not already set so; and, where the failing compile applied graph passes, all of them disabled at once (then
+    each alone, should that fix it)."""
     backend = "cuda" if device.startswith("cuda") else "cpu"
     fits = (*FAMILIES.get(kind, ()), ALWAYS)
-    found = [
+    settings = settings or {}
+    found = [Change(((name, default),), YOURS, NARROW) for name, default in settings.items()]
+    found += [
         Change(((t.name, t.value),), t.family, t.breadth)
         for t in CATALOG
-        if t.family in fits and t.name in values and values[t.name] != t.value and t.device in (None, backend)
+        if t.family in fits
+        and t.name in values
+        and values[t.name] != t.value
+        and t.device in (None, backend)
+        and (t.name not in settings or settings[t.name] != t.value)  # reverting the user's setting tries it
     ]
     named = [name for name in dict.fromkeys(passes) if name]
     if named and "disabled_passes" in values and "graph passes" in fits:
@@ -185,6 +201,8 @@ def rank(changes: Sequence[Change], kind: Kind) -> list[Change]:
     fit = FAMILIES.get(kind, ())
 
     def order(change: Change) -> tuple[int, int]:
+        if change.family == YOURS:
+            return change.breadth, -1
         return change.breadth, fit.index(change.family) if change.family in fit else len(fit)
 
     return sorted(changes, key=order)  # stable: the catalog's order within a tie

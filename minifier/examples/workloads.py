@@ -37,6 +37,7 @@ class FailureClass:
     dynamic: bool = False  # exported with torch.export.Dim batch and token dims
     imports: tuple[str, ...] = ()  # modules every worker imports first (custom ops in the program)
     origin: str = "injected"  # "injected" (a *_TESTING_ONLY flag), "torch" (a bug torch 2.13 has), "user code"
+    configs: tuple[tuple[str, object], ...] = ()  # Inductor configs a user set that meet the bug (a debug switch)
     note: str = ""
 
 
@@ -71,6 +72,12 @@ FAILURES: dict[str, FailureClass] = {
         fragment="constant_ramp",
         origin="torch",
         note="cumsum of a lifted 0-dim tensor constant: IndexError while lowering (pytorch/pytorch#193265)",
+    ),
+    "debug_sync-cpp_compile_error": FailureClass(
+        configs=(("triton.debug_sync_graph", True),),
+        origin="torch",
+        note="triton.debug_sync_graph writes its Python sync line (`pass` on a CPU, `torch.cuda.synchronize()` on a "
+        "GPU) into AOTI's C++ wrapper: a C++ compile error (pytorch/pytorch#140219, #140220)",
     ),
     "uint8_any-accuracy": FailureClass(
         fragment="any_gate",
@@ -249,6 +256,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("hf-vit-complex_scalar-assertion", "vit", 4, "complex_scalar-assertion"),
         _w("hf-bert-lifted_cumsum-indexerror", "bert", 4, "lifted_cumsum-indexerror"),
         _w("hf-bert-uint8_any-accuracy", "bert", 4, "uint8_any-accuracy"),
+        _w("hf-bert-debug_sync-cpp_compile_error", "bert", 4, "debug_sync-cpp_compile_error"),
         _w("hf-bert-fp8_where-promotion", "bert", 4, "fp8_where-promotion"),
         _w("hf-bert-zero_sign-accuracy", "bert", 4, "zero_sign-accuracy"),
         _w("hf-bert-floor_div-accuracy", "bert", 4, "floor_div-accuracy"),
@@ -269,6 +277,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("nn-mlp-complex_full-assertion", "nn_mlp", 1, "complex_full-assertion"),
         _w("nn-mlp-lifted_cumsum-indexerror", "nn_mlp", 1, "lifted_cumsum-indexerror"),
         _w("nn-mlp-uint8_any-accuracy", "nn_mlp", 1, "uint8_any-accuracy"),
+        _w("nn-mlp-debug_sync-cpp_compile_error", "nn_mlp", 1, "debug_sync-cpp_compile_error"),
         _w("nn-mlp-fp8_where-promotion", "nn_mlp", 1, "fp8_where-promotion"),
         _w("nn-mlp-zero_sign-accuracy", "nn_mlp", 1, "zero_sign-accuracy"),
         _w("nn-mlp-floor_div-accuracy", "nn_mlp", 1, "floor_div-accuracy"),
@@ -289,6 +298,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("cuda-nn-mlp-dynamic-relu-compile_error", "nn_mlp", 1, "dynamic-relu-compile_error", "cuda"),
         _w("cuda-nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error", "cuda"),
         _w("cuda-nn-mlp-complex_sub-proxy_executor", "nn_mlp", 1, "complex_sub-proxy_executor", "cuda"),
+        _w("cuda-hf-bert-debug_sync-cpp_compile_error", "bert", 4, "debug_sync-cpp_compile_error", "cuda"),
         # big models (issue 44): weights held once; 2 GiB of fp32 on a CPU, Llama-2's shapes in bf16 on a GPU
         _w("nn-wide_mlp48-relu-compile_error", "wide_mlp", 48, "relu-compile_error"),
         _w("cuda-hf-llama2_7b16-relu-compile_error", "llama2_7b", 16, "relu-compile_error", "cuda"),
@@ -335,7 +345,7 @@ def prepare(workload: Workload) -> Prepared:
         model=model.to(device),
         inputs=tuple(t.to(device) for t in inputs),
         dynamic_shapes=rm.batch_and_tokens() if failure.dynamic else None,
-        inductor_config=_injection(failure.injection, workload.device),
+        inductor_config={**_injection(failure.injection, workload.device), **dict(failure.configs)},
         repro_level=workload.repro_level,
         compile_repro_level=workload.compile_repro_level,
     )

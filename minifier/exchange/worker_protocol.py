@@ -374,9 +374,11 @@ class StandaloneCode:
 
 @dataclass(frozen=True)
 class Configs:
-    """Each config's value (JSON scalars and lists; configs holding objects are left out)."""
+    """Each config's value (JSON scalars and lists; configs holding objects are left out), and `settings`: the
+    default of each the launcher set away from it (a debug switch of the user's), what a workaround reverts it to."""
 
     values: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
     type: Literal["configs"] = "configs"
 
 

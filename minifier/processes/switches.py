@@ -45,6 +45,18 @@ _BUILD_MODULES = ("torch._inductor.cpp_builder", "torch._inductor.cpu_vec_isa", 
 _NOT_CHOSEN = ("aot_inductor.metadata", "aot_inductor.output_path")
 
 
+# Settings each compile makes itself (the package's paths and specs): never the user's choice to revert
+_FILLED_IN = ("aot_inductor.package", "aot_inductor.serialized_in_spec", "aot_inductor.serialized_out_spec")
+
+
+def user_settings(launcher, defaults: dict[str, object], values: dict[str, object]) -> dict[str, object]:
+    """The Inductor configs the launcher sets (its assignments and the compile's patches) away from their defaults,
+    each with its default: the user's own switches, a debug one of which may be what meets the bug."""
+    named = [a.attr for a in launcher.config if a.module == "torch._inductor.config"] + list(launcher.config_patches)
+    chosen = [name for name in dict.fromkeys(named) if name in defaults and name not in _NOT_CHOSEN + _FILLED_IN]
+    return {name: defaults[name] for name in chosen if values.get(name, defaults[name]) != defaults[name]}
+
+
 class UnchangedCode(Exception):
     """The compile generated the code of a program known to fail: it is stopped before the C++ compile."""
 

@@ -61,6 +61,7 @@ class Worker:
         self._flat: FlatProgram | None = None
         self.values: dict | None = None
         self.values_path: str | None = None
+        self._defaults: dict[str, object] = {}  # Inductor's configs before the launcher's settings
         self.phase: Phase | None = None
         self.weight_bytes = 0  # the program's weights, as its .pt2 stores them
         self.held: object = None  # a holder's weights on its GPU (HoldRequest)
@@ -101,7 +102,8 @@ class Worker:
         if isinstance(request, p.StandaloneRequest):
             return self.standalone(request)
         if isinstance(request, p.ConfigsRequest):
-            return p.Configs(values=switches.config_values())
+            values = switches.config_values()
+            return p.Configs(values=values, settings=switches.user_settings(self.init.launcher, self._defaults, values))
         return self.query(request)
 
     def start(self, request: p.InitRequest) -> p.Reply:
@@ -116,6 +118,7 @@ class Worker:
                 importlib.import_module(module)
             except Exception as e:
                 return p.WorkerFailed(code="bad_input", message=f"--import {module} failed: {type(e).__name__}: {e}")
+        self._defaults = switches.config_values()  # as the fork server imported them: before the launcher's settings
         warnings = _apply_config(request.launcher)
         cpu_isa.forget_inherited(request.launcher.config_patches)
         if request.launcher.torch_version and request.launcher.torch_version != torch.__version__:
