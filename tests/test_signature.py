@@ -1,5 +1,5 @@
 from minifier.contract.signature import KernelRef, Signature, analyze_error, kernel_ops, normalize, script_signature
-from minifier.exchange.provenance import resolve_kernel
+from minifier.exchange.provenance import call_above, resolve_kernel
 from minifier.exchange.worker_protocol import GraphInfo
 
 CPP = """CppCompileError: C++ compile error
@@ -30,7 +30,13 @@ def test_an_error_in_aotis_wrapper_code_names_no_kernel(tmp_path):
     """g++ places it in run_impl, a member function, after a kernel's warning; the wrapper declares the kernels it
     calls (`extern "C" void k(...);`) but defines none: no kernel encloses the line."""
     wrapper = tmp_path / "c.wrapper.cpp"
-    lines = ['extern "C"  void  cpp_fused_gelu_0(float* in_out_ptr0);', "void run_impl() {", "    pass", "}"]
+    lines = [
+        'extern "C"  void  cpp_fused_gelu_0(float* in_out_ptr0);',
+        "void run_impl() {",
+        "    // [Provenance debug handles] aoti_torch_cpu_addmm_out:3",
+        "    pass",
+        "}",
+    ]
     wrapper.write_text("\n".join(lines) + "\n")
     text = f"""CppCompileError: C++ compile error
 
@@ -38,14 +44,18 @@ Output:
 /tmp/k.cpp: In function ‘void cpp_fused_gelu_0(float*)’:
 /tmp/k.cpp:3:5: warning: unused variable ‘x’
 {wrapper}: In member function ‘void torch::aot_inductor::AOTInductorModel::run_impl(AtenTensorOpaque**)’:
-{wrapper}:3:5: error: ‘pass’ was not declared in this scope
+{wrapper}:4:5: error: ‘pass’ was not declared in this scope
 """
     found = analyze_error("InductorError", text)
-    assert found.kernel.name is None and found.kernel.line == 3
+    assert found.kernel.name is None and found.kernel.line == 4
+    # the guess the search races: the call the wrapper makes just above that line
+    provenance = {"cpp_fused_gelu_0:2": ["linear", "gelu"], "aoti_torch_cpu_addmm_out:3": ["linear_1"]}
+    assert call_above(found.kernel, provenance) == ["linear_1"]
     graph = GraphInfo(nodes=[], outputs=[], code="", torch_version="2.13", device="cpu")
     assert resolve_kernel(found.kernel, graph, wrapper.read_text()).name is None
     kernel_file = 'extern "C"  void  cpp_fused_gelu_0(float* in_out_ptr0)\n{\n    auto x = 1;\n}\n'
     assert resolve_kernel(KernelRef(line=3), graph, kernel_file).name == "cpp_fused_gelu_0"
+    assert resolve_kernel(KernelRef(line=4), graph, wrapper.read_text()).name is None
 
 
 def test_triton_import_failure_keeps_file_and_line_but_masks_them_in_signature():

@@ -13,6 +13,7 @@ from ..contract.signature import KernelRef
 from ..exchange import worker_protocol as p
 from ..exchange.provenance import (
     UntracedFailure,
+    call_above,
     chain_slices,
     failing_kernel,
     kernel_slices,
@@ -73,8 +74,13 @@ class KernelEvidence(Source):
         self.known = True
         kernel = resolve_kernel(kernel, self.graph, read_kernel_source(kernel), provenance=provenance)
         if kernel.name is None and not kernel.source_nodes:
-            self.reporter.say(f"the error is in the wrapper's own code ({kernel.file}:{kernel.line}), not in a kernel")
-            return []
+            above = [n for n in call_above(kernel, provenance) if n in self.space.order]
+            self.reporter.say(
+                f"the error is in the wrapper's own code ({kernel.file}:{kernel.line}), not in a kernel"
+                + (f"; the call above it: {', '.join(above)}" if above else "")
+            )
+            guesses = (self.space.closure(frozenset([n])) for n in above)
+            return list(dict.fromkeys(s for s in guesses if s != self.space.whole))
         how = "named by Inductor" if kernel.exact else "guessed from its ops"
         self.reporter.say(f"kernel {kernel.name}: source nodes {', '.join(kernel.source_nodes[:8])} ({how})")
         if kernel.exact and kernel.fused:

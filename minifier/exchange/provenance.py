@@ -122,6 +122,13 @@ def failing_kernel(error: ErrorAnalysis | None, log: str, provenance: Mapping[st
     return KernelRef(name=key.rpartition(":")[0], source_nodes=list(provenance[key]), exact=True, fused=key == fused)
 
 
+def call_above(kernel: KernelRef, provenance: Mapping[str, list[str]]) -> list[str]:
+    """For an error in AOTI's wrapper code (a line no kernel encloses): the graph nodes of the call the wrapper makes
+    just above that line, a guess at what it was writing code for."""
+    key = _handle_above(kernel.file, kernel.line) if kernel.file and kernel.line else None
+    return list(provenance.get(key, ())) if key else []
+
+
 def failed_codegen(provenance: Mapping[str, list[str]]) -> str | None:
     """The scheduler node whose code generation raised (recorded by the worker: it has no handle yet)."""
     return next((k for k in provenance if k.endswith(f":{CODEGEN_FAILED}") and provenance[k]), None)
