@@ -79,14 +79,15 @@ class KernelEvidence(Source):
                 f"the error is in the wrapper's own code ({kernel.file}:{kernel.line}), not in a kernel"
                 + (f"; the call above it: {', '.join(above)}" if above else "")
             )
-            guesses = (self.space.closure(frozenset([n])) for n in above)
-            return list(dict.fromkeys(s for s in guesses if s != self.space.whole))
-        how = "named by Inductor" if kernel.exact else "guessed from its ops"
-        self.reporter.say(f"kernel {kernel.name}: source nodes {', '.join(kernel.source_nodes[:8])} ({how})")
-        if kernel.exact and kernel.fused:
-            fused = sorted(set(kernel.source_nodes) & set(self.space.order))[:MAX_FUSED]
-            self.together += [frozenset(pair) for pair in itertools.combinations(fused, 2)]
-        slices = [self.space.closure(s) for s in kernel_slices(kernel, self.graph)]
+            found = [frozenset([n]) for n in above]
+        else:
+            how = "named by Inductor" if kernel.exact else "guessed from its ops"
+            self.reporter.say(f"kernel {kernel.name}: source nodes {', '.join(kernel.source_nodes[:8])} ({how})")
+            if kernel.exact and kernel.fused:
+                fused = sorted(set(kernel.source_nodes) & set(self.space.order))[:MAX_FUSED]
+                self.together += [frozenset(pair) for pair in itertools.combinations(fused, 2)]
+            found = kernel_slices(kernel, self.graph)
+        slices = [self.space.closure(s) for s in found]
         return list(dict.fromkeys(s for s in slices if s != self.space.whole))
 
     def from_constants(self) -> list[Candidate]:

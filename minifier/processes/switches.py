@@ -19,6 +19,10 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..contract.launcher import LauncherSpec
 
 
 def config_values() -> dict[str, object]:
@@ -43,13 +47,11 @@ def config_values() -> dict[str, object]:
 _BUILD_NAMESPACES = ("aot_inductor.", "cuda.", "rocm.")
 _BUILD_MODULES = ("torch._inductor.cpp_builder", "torch._inductor.cpu_vec_isa", "torch._inductor.codecache")
 _NOT_CHOSEN = ("aot_inductor.metadata", "aot_inductor.output_path")
-
-
-# Settings each compile makes itself (the package's paths and specs): never the user's choice to revert
+# Beside those, what each compile sets itself (packaging, the specs; its build reads them): not the user's to revert
 _FILLED_IN = ("aot_inductor.package", "aot_inductor.serialized_in_spec", "aot_inductor.serialized_out_spec")
 
 
-def user_settings(launcher, defaults: dict[str, object], values: dict[str, object]) -> dict[str, object]:
+def user_settings(launcher: LauncherSpec, defaults: dict[str, object], values: dict[str, object]) -> dict[str, object]:
     """The Inductor configs the launcher sets (its assignments and the compile's patches) away from their defaults,
     each with its default: the user's own switches, a debug one of which may be what meets the bug."""
     named = [a.attr for a in launcher.config if a.module == "torch._inductor.config"] + list(launcher.config_patches)
