@@ -75,8 +75,8 @@ def test_a_candidate_holding_few_of_the_originals_weights_keeps_them(tmp_path):
     assert not refers_to_original(str(tmp_path / "candidate.pt2"))
 
 
-# 48 Linear(4096, 4096) in fp32: 3 GiB of weights, which fixed costs (torch in each process, g++) do not hide
-BIG = "nn-wide_mlp48-relu-compile_error"
+# 12 Linear(8192, 8192) in fp32: 3 GiB of weights, which fixed costs (torch in each process, g++) do not hide
+BIG = "nn-wider_mlp12-relu-compile_error"
 
 
 @pytest.mark.slow

@@ -168,7 +168,7 @@ class Workload:
     @property
     def big(self) -> bool:
         """Gigabytes of weights (bench/run.py's `--set big`, never among the others: its compiles take minutes)."""
-        return self.model in rm.LLM_SHAPES or self.model == "wide_mlp"
+        return self.model in rm.LLM_SHAPES or self.model in rm.WIDE_MLPS
 
     @property
     def family(self) -> str:
@@ -228,6 +228,7 @@ FAMILIES = {
     "nn_mlp": "torch.nn building blocks",
     "nn_cnn": "torch.nn building blocks",
     "wide_mlp": "torch.nn building blocks",
+    "wider_mlp": "torch.nn building blocks",
     "llama2_7b": "decoder (HF), Llama-2-7B's shape",
     "llama2_13b": "decoder (HF), Llama-2-13B's shape",
     "parity": "toy (PyTorch's own minifier test)",
@@ -299,8 +300,10 @@ WORKLOADS: dict[str, Workload] = {
         _w("cuda-nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error", "cuda"),
         _w("cuda-nn-mlp-complex_sub-proxy_executor", "nn_mlp", 1, "complex_sub-proxy_executor", "cuda"),
         _w("cuda-hf-bert-debug_sync-cpp_compile_error", "bert", 4, "debug_sync-cpp_compile_error", "cuda"),
-        # big models (issue 44): weights held once; 2 GiB of fp32 on a CPU, Llama-2's shapes in bf16 on a GPU
+        # big models (issue 44): weights held once; 3 GiB of fp32 on a CPU (the wider one in the tests), Llama-2's
+        # shapes in bf16 on a GPU
         _w("nn-wide_mlp48-relu-compile_error", "wide_mlp", 48, "relu-compile_error"),
+        _w("nn-wider_mlp12-relu-compile_error", "wider_mlp", 12, "relu-compile_error"),
         _w("cuda-hf-llama2_7b16-relu-compile_error", "llama2_7b", 16, "relu-compile_error", "cuda"),
         _w("cuda-hf-llama2_7b32-relu-compile_error", "llama2_7b", 32, "relu-compile_error", "cuda"),
         _w("cuda-hf-llama2_13b40-relu-compile_error", "llama2_13b", 40, "relu-compile_error", "cuda"),
@@ -326,8 +329,8 @@ def prepare(workload: Workload) -> Prepared:
         model, inputs = rm.hf_llm(workload.model, workload.layers, failure.act, workload.device)
     elif workload.model in rm.HF_MODELS:
         model, inputs = rm.hf_model(workload.model, workload.layers, failure.act)
-    elif workload.model == "wide_mlp":
-        model, inputs = rm.wide_mlp(workload.layers, failure.act)
+    elif workload.model in rm.WIDE_MLPS:
+        model, inputs = rm.wide_mlp(workload.model, workload.layers, failure.act)
     elif workload.model == "nn_transformer":
         model, inputs = rm.nn_transformer(workload.layers, failure.act)
     elif workload.model == "nn_mlp":
