@@ -5,7 +5,8 @@ BERT with an index_put-built attention mask spliced into its middle layer: torch
 fusion raises `KeyError: 'buf<N>'` while compiling (pytorch/pytorch#188228); nothing is injected.
 RoBERTa whose mish (log1p inside) computes wrong numbers, and Llama whose relu kernel throws inside an
 OpenMP region and so aborts the process: neither error names a kernel, and each is found by evidence
-(the diverging value, the launch that never ended) instead of by search.
+(the diverging value, the launch that never ended) instead of by search. A tracker bug that raises at run time
+(#189189: the proxy executor's complex sub) in torch.nn's smallest MLP.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, aoti_minify, events_of, minify
+from conftest import ROOT, aoti_minify, events_of, minify, repro_signature
 
 from minifier.contract.events import CheckpointEvent
 
@@ -89,3 +90,17 @@ def test_a_run_that_dies_in_a_kernel_is_placed_by_its_launch_trace_and_minified(
     proc, done = minify(launcher)
     assert done.nodes == 1 and "aten.relu" in forward_of(done.repro)
     assert "(named by Inductor)" in proc.stderr
+
+
+def test_a_tracker_bug_raised_at_run_time_shrinks_to_its_op_and_reproduces_alone(dumps, tmp_path):
+    """pytorch/pytorch#189189 on the CPU: a complex sub left to the proxy executor packs its arguments wrongly and the
+    compiled program raises when it runs ("Mismatch between ints consumed and num_ints"). The error names the
+    wrapper's line of the call, not a kernel."""
+    launcher = dumps.get(str(tmp_path), workload="nn-mlp-complex_sub-proxy_executor")
+    proc, done = minify(launcher)
+    assert done.signature.exc_type == "RuntimeError" and "ints consumed" in done.signature.message, done.signature
+    assert done.nodes == 1 and "aten.sub.Tensor" in forward_of(done.repro), forward_of(done.repro)
+    assert done.queries <= 20
+    # repro_standalone.py was compiled and run by the minifier as a fresh script; repro.py is run here
+    assert events_of(proc)[-1].fallback == ""
+    assert repro_signature(done.repro).matches(done.signature)

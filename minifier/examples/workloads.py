@@ -274,6 +274,7 @@ WORKLOADS: dict[str, Workload] = {
         _w("nn-mlp-cond-relu-compile_error", "nn_mlp", 1, "cond-relu-compile_error"),
         _w("nn-mlp-cache-relu-compile_error", "nn_mlp", 1, "cache-relu-compile_error"),
         _w("nn-mlp-index_put_mask-keyerror", "nn_mlp", 1, "index_put_mask-keyerror"),
+        _w("nn-mlp-complex_sub-proxy_executor", "nn_mlp", 1, "complex_sub-proxy_executor"),
         _w("nn-mlp-complex_scalar-assertion", "nn_mlp", 1, "complex_scalar-assertion"),
         _w("nn-mlp-complex_full-assertion", "nn_mlp", 1, "complex_full-assertion"),
         _w("nn-mlp-lifted_cumsum-indexerror", "nn_mlp", 1, "lifted_cumsum-indexerror"),
