@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything aoti-lens needs on a fresh Debian machine, idempotently:
-#   - Debian packages (as root): g++ for AOTInductor's C++ compiles, and the e2e test's chromium & co
+#   - Debian packages (as root): g++ for AOTInductor's C++ compiles, ccache for the tests' compiles, and the
+#     e2e test's chromium & co
 #   - .venv: torch (2.13.0 CPU here; keep an existing torch), aoti-lens editable with its test extras,
 #     transformers (pinned) for the real-model workloads (minifier/examples/workloads.py) and their test
 #   - npm packages, the bundled extension and its .vsix (dist/aoti-lens.vsix), code-server for the e2e test
@@ -8,11 +9,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { echo "[setup] $*"; }
 
+apt_install() {
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
 if ! command -v g++ >/dev/null; then
   say "apt-get install g++"
   [ "$(id -u)" = 0 ] || { echo "[setup] g++ is missing: install it (sudo apt-get install g++)" >&2; exit 1; }
-  DEBIAN_FRONTEND=noninteractive apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends g++ >/dev/null
+  apt_install g++
+fi
+# ccache only for the tests (scripts/test.sh): many of them compile the same candidates; optional.
+if ! command -v ccache >/dev/null; then
+  if [ "$(id -u)" = 0 ]; then
+    say "apt-get install ccache (for the tests)"
+    apt_install ccache || say "no ccache: the tests run without a compile cache"
+  else
+    say "no ccache (sudo apt-get install ccache): the tests run without a compile cache"
+  fi
 fi
 
 if [ ! -x .venv/bin/python ]; then
