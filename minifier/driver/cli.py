@@ -126,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
             default=None,
             metavar="PID",
             help="stop, as when cancelled, once process PID is gone (the language server passes its "
-            "own, so that a killed editor leaves no minifier behind)",
+            "own, so that a killed editor leaves no minifier behind); a fork server kept warm is PID's, "
+            "for its next runs (default: this command's parent's)",
         )
         accuracy = sub.add_mutually_exclusive_group()
         accuracy.add_argument(

@@ -27,6 +27,7 @@ class Options:
     slices_first: bool = False  # wait for the guesses before the search (what racing them replaced)
     imports: list[str] = field(default_factory=list)
     keep_warm: float = 0.0
+    owner: int | None = None  # the run stops once it is gone, and a warm fork server is its (default: the parent)
     wait: bool = False  # queue behind any run on the dump instead of refusing (a reproduction is always waited for)
     verify: int = 2  # triage: workarounds checked on the original at most (each one compile of the model)
     runs: int = 2  # triage: unchanged runs of the original that tell a deterministic failure from a flaky one
