@@ -77,15 +77,19 @@ def make_dump(
 
 
 # `run` and `minify` keep their workers' fork server warm for the next one, as the language server's do: it
-# outlives each run by this long at most, never the test session (its owner), and it is shared by the runs with
-# the same environment, so torch and Inductor are imported once, not once a run.
-KEEP_WARM = ("--keep-warm", "600")
+# outlives each run by this long at most, never the test session (its owner: pytest-xdist's controller, so that
+# its workers share it), and it is shared by the runs with the same environment, so torch and Inductor are
+# imported once, not once a run.
+SESSION = str(os.getppid() if os.environ.get("PYTEST_XDIST_WORKER") else os.getpid())
+KEEP_WARM = ("--keep-warm", "600", "--owner", SESSION)
+# pytest's variables naming the current test and the xdist worker: a warm fork server is shared only by runs
+# whose environments are the same
+_PER_TEST = ("PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER")
 
 
 def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment of a child the tests start: pytest's variable naming the current test left out, since a
-    warm fork server is shared only by runs whose environments are the same."""
-    return {k: v for k, v in (os.environ if env is None else env).items() if k != "PYTEST_CURRENT_TEST"}
+    """The environment of a child the tests start, without pytest's variables of the test and worker."""
+    return {k: v for k, v in (os.environ if env is None else env).items() if k not in _PER_TEST}
 
 
 def aoti_minify(*args: str, timeout: float = 900, **kwargs) -> subprocess.CompletedProcess:
