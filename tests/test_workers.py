@@ -11,6 +11,7 @@ import threading
 import time
 
 import pytest
+from conftest import ROOT, child_env
 
 from minifier.contract.launcher import LauncherSpec
 from minifier.contract.procs import alive, with_this_package
@@ -189,6 +190,45 @@ time.sleep(600)
         assert not gone(server, seconds=1)
     finally:
         os.kill(server, signal.SIGKILL)
+
+
+def test_runs_of_different_parents_with_one_owner_share_its_warm_fork_server(dumps, tmp_path):
+    """pytest-xdist's workers pass their controller as --owner: their runs share one server per environment, and
+    it ends with that owner."""
+    launcher = dumps.get(str(tmp_path / "dump"))
+    owner = subprocess.Popen(["sleep", "600"])
+    warm = [sys.executable, "-m", "minifier", "warm", launcher, "--keep-warm", "600", "--owner", str(owner.pid)]
+    try:
+        for _ in range(2):  # each from a shell of its own: the parents differ
+            proc = subprocess.run(
+                ["sh", "-c", '"$@"; exit $?', "sh", *warm],
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                env=child_env(),
+                timeout=300,
+            )
+            assert proc.returncode == 0, proc.stderr[-3000:]
+        found = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if owned_by(pid, owner.pid)]
+        [server] = [pid for pid in found if parent(pid) not in found]  # not its children (the CPU ISA probe)
+    finally:
+        owner.kill()
+        owner.wait()
+    assert gone(server, seconds=OWNER_GRACE + 5)
+
+
+def parent(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[1])
+
+
+def owned_by(pid: int, owner: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\0")
+    except OSError:
+        return False
+    return b"minifier.processes.forkserver" in argv and argv[argv.index(b"--owner") + 1] == str(owner).encode()
 
 
 def test_a_shared_fork_server_outlives_its_owner_until_its_drivers_close(tmp_path):

@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
             metavar="SECONDS",
             help="keep the workers' fork server (torch imported) for SECONDS after this run, so that "
             "the next run with the same environment starts warm; it never outlives the process "
-            "that started aoti-minify (the language server, your shell)",
+            "that started aoti-minify (the language server, your shell) or --owner's",
         )
         sub.add_argument(
             "--devices", default="", help="GPU ids for the workers, e.g. 0,1 (CUDA_VISIBLE_DEVICES per worker)"
@@ -208,6 +208,9 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"how long it waits for that run (default {KEEP_WARM_SECONDS:g})",
     )
     warm.add_argument("--devices", default="", help="as for the run it is for")
+    warm.add_argument(
+        "--owner", type=int, default=None, metavar="PID", help="whose it is (default: this command's parent)"
+    )
 
     capture = commands.add_parser(
         "capture",
