@@ -107,7 +107,7 @@ class Session:
             devices=self.options.devices,
             timeout=self.options.timeout,
             keep_warm=self.options.keep_warm,
-            owner=self.options.owner or 0,
+            owner=self.options.owner,
             warm_early=devices.room_beside_a_compile() > 0,
         )
 

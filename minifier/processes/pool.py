@@ -62,7 +62,7 @@ class PoolConfig:
     start_timeout: float = 600.0
     python: str = sys.executable
     keep_warm: float = 0.0  # seconds the fork server waits for the next run (0: it ends with this one)
-    owner: int = 0  # the process whose runs share that warm server and which it must not outlive (0: our parent)
+    owner: int | None = None  # the process whose runs share that warm server and which it must not outlive
     # an idle worker forked before the fork server was prepared warms up meanwhile (its imports): off where the
     # cores leave no room beside the first compile, which it would slow while the fork server imports the same
     warm_early: bool = True
@@ -709,7 +709,7 @@ def fork_server(config: PoolConfig) -> ForkServer:
         if config.keep_warm > 0:
             # Owned by whoever started this driver (the language server, a shell) unless told: it may serve
             # that owner's next run, and must not outlive it.
-            owner = config.owner or os.getppid()
+            owner = config.owner if config.owner is not None else os.getppid()
             return ForkServer.shared(config.python, env, log, config.start_timeout, config.keep_warm, owner)
         return ForkServer.private(config.python, env, log, config.start_timeout)
     except ForkServerGone as e:
