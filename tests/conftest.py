@@ -65,15 +65,40 @@ def make_dump(
     )
     level = ["--repro-level", str(repro_level)] if repro_level else []
     compile_with = ["--compiler", compiler, "--repro-after", repro_after]
-    proc = subprocess.run(
-        [sys.executable, "-m", "minifier.examples.dump", "--out", out, *choice, *level, *compile_with],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=900,
-    )
+    proc = _DUMP_SERVER.dump(["--out", out, *choice, *level, *compile_with])
     assert proc.returncode == 0, proc.stderr[-4000:]
     return proc.stdout.strip().splitlines()[-1]
+
+
+class DumpServer:
+    """`python -m minifier.examples.dump --serve`, started at this process's first dump: each dump's compile is
+    forked from one process that imported torch and Inductor, where a fresh interpreter would import them again
+    (most of a small dump's time). A dump asked for in another environment (a test's own variables, which
+    Inductor may read at import) runs in a fresh `python -m minifier.examples.dump` as before."""
+
+    COMMAND = (sys.executable, "-m", "minifier.examples.dump")
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.env: dict[str, str] = {}
+
+    def dump(self, args: list[str]) -> subprocess.CompletedProcess:
+        env = child_env()
+        if self.proc is None:
+            self.env = env
+            self.proc = subprocess.Popen(
+                [*self.COMMAND, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT, env=env
+            )
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if env != self.env or self.proc.poll() is not None:
+            return subprocess.run([*self.COMMAND, *args], capture_output=True, text=True, cwd=ROOT, timeout=900)
+        self.proc.stdin.write(json.dumps(args) + "\n")
+        self.proc.stdin.flush()
+        reply = json.loads(self.proc.stdout.readline() or '{"code": 1, "stdout": "", "stderr": "the server ended"}')
+        return subprocess.CompletedProcess([*self.COMMAND, *args], reply["code"], reply["stdout"], reply["stderr"])
+
+
+_DUMP_SERVER = DumpServer()
 
 
 # `run` and `minify` keep their workers' fork server warm for the next one, as the language server's do: it

@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import ROOT, aoti_minify, events_of, minify, repro_signature
+from conftest import ROOT, aoti_minify, events_of, make_dump, minify, repro_signature
 
 from minifier.contract.events import CheckpointEvent
 
@@ -28,15 +28,7 @@ WORKLOAD = "hf-bert-index_put_mask-keyerror"
 
 def dump_workload(name: str, out) -> str:
     pytest.importorskip("transformers")
-    dump = subprocess.run(
-        [sys.executable, "-m", "minifier.examples.dump", "--out", str(out), "--workload", name],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=600,
-    )
-    assert dump.returncode == 0, dump.stderr[-4000:]
-    return dump.stdout.strip().splitlines()[-1]
+    return make_dump(str(out), workload=name)
 
 
 def forward_of(repro: str) -> str:

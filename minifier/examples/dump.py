@@ -9,23 +9,32 @@ printed. The compile runs in a child process because the failure is real: some k
 thrown inside an OpenMP region aborts), and with repro level 3 the launcher is written before that.
 `--capture` runs that child under `aoti-minify capture`'s snapshots, and prints the snapshot's launcher:
 for a failure after which PyTorch's own dump is corrupt (a CUDA device-side assert).
+`--serve`, for callers that make many dumps (the tests), imports torch and Inductor once and forks each dump's
+compile from there instead: a fresh interpreter spends most of a small dump's time importing them.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
+import io
+import json
 import os
 import subprocess
 import sys
+import tempfile
+import traceback
 
 BUGS = ("compile_error", "runtime_error", "accuracy")
 TOY_MODELS = ("seed", "residual", "parity", "selected", "looped")  # models.TOY_MODELS, without importing torch here
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, forked: bool = False) -> int:
+    """Dump as the arguments say; with `forked`, the compile is a child forked from this process (`--serve`)."""
     parser = argparse.ArgumentParser(prog="python -m minifier.examples.dump")
-    parser.add_argument("--out", required=True, help="folder that receives torch_compile_debug/")
+    parser.add_argument("--serve", action="store_true", help="dump for each JSON list of arguments on stdin (below)")
+    parser.add_argument("--out", help="folder that receives torch_compile_debug/ (required but with --serve)")
     parser.add_argument("--model", default="seed", choices=TOY_MODELS)
     parser.add_argument("--blocks", type=int, default=6)
     parser.add_argument("--bug", default="compile_error", choices=BUGS)
@@ -62,6 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--compile-here", action="store_true", help=argparse.SUPPRESS)  # the child's part
     args = parser.parse_args(argv)
+    if args.serve:
+        return serve()
+    if args.out is None:
+        parser.error("the following arguments are required: --out")
     debug_dir = os.path.join(os.path.abspath(args.out), "torch_compile_debug")
     if args.compile_here:
         _compile(args, debug_dir)
@@ -77,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(snapshots[0])  # the dump written before compiling; a later one is PyTorch's after the failure
         return 0
-    child = subprocess.run(child_argv)
+    code = _compile_forked(args, debug_dir) if forked else subprocess.run(child_argv).returncode
     level_one = glob.glob(os.path.join(os.path.abspath(args.out), "repro.py"))  # PyTorch writes it to the cwd
     launchers = sorted(
         glob.glob(os.path.join(debug_dir, "run_*", "minifier", "minifier_launcher.py")) + level_one,
@@ -85,12 +98,56 @@ def main(argv: list[str] | None = None) -> int:
     )
     if not launchers:
         print(
-            f"PyTorch wrote no launcher (did the bug not trigger? the compile exited with {child.returncode})",
+            f"PyTorch wrote no launcher (did the bug not trigger? the compile exited with {code})",
             file=sys.stderr,
         )
         return 1
     print(launchers[-1])
     return 0
+
+
+def serve() -> int:
+    """Each line of stdin is a dump's arguments (a JSON list); each line written back is what `main` exits with
+    and prints for them: {"code", "stdout", "stderr"}. Ends with stdin."""
+    import torch._inductor.compile_fx  # noqa: F401  (what every dump's compile imports)
+
+    replies = sys.stdout
+    for line in sys.stdin:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(json.loads(line), forked=True)
+            except SystemExit as e:  # argparse's refusals
+                code = e.code if isinstance(e.code, int) else 2
+        replies.write(json.dumps({"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}) + "\n")
+        replies.flush()
+    return 0
+
+
+def _compile_forked(args: argparse.Namespace, debug_dir: str) -> int:
+    """`_compile` in a forked child, which the failure may kill as it would a fresh process; its exit status as
+    subprocess gives it (-N for signal N). What the child prints goes to this process's sys.stderr."""
+    with tempfile.TemporaryFile() as log:
+        pid = os.fork()
+        if pid == 0:  # the child: its output to the log, never to the parent's reply channel
+            code = 1
+            try:
+                os.dup2(log.fileno(), 1)
+                os.dup2(log.fileno(), 2)
+                sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+                _compile(args, debug_dir)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                for stream in (sys.stdout, sys.stderr):
+                    if stream is not None:
+                        stream.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        log.seek(0)
+        sys.stderr.write(log.read().decode(errors="replace"))
+    return os.waitstatus_to_exitcode(status)
 
 
 def _compile(args: argparse.Namespace, debug_dir: str) -> None:
