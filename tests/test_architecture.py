@@ -13,7 +13,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import events_of
+from conftest import KEEP_WARM, child_env, events_of
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ("minifier", "server")
@@ -179,6 +179,7 @@ def without_torch(code: str, timeout: float = 120) -> subprocess.CompletedProces
         text=True,
         cwd=ROOT,
         timeout=timeout,
+        env=child_env(),
     )
 
 
@@ -203,7 +204,7 @@ def test_the_driver_runs_a_failure_without_importing_torch(dumps, tmp_path):
     proc = without_torch(
         f"""
         from minifier.driver.cli import main
-        code = main(["run", {launcher!r}, "--events"])
+        code = main(["run", {launcher!r}, "--events", *{KEEP_WARM!r}])
         assert "torch" not in sys.modules
         sys.exit(code)
     """,

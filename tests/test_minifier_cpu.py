@@ -13,7 +13,7 @@ import time
 
 import pytest
 import torch
-from conftest import ROOT, aoti_minify, done_of, events_of, minify, repro_signature, workers_in
+from conftest import KEEP_WARM, ROOT, aoti_minify, child_env, done_of, events_of, minify, repro_signature, workers_in
 
 from minifier.contract.events import (
     BeginEvent,
@@ -152,11 +152,12 @@ def test_general_search_without_slicing_reaches_one_node(dumps, tmp_path):
 def test_killed_worker_does_not_stop_the_run(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), reproduced=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "1"],
+        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "1", *KEEP_WARM],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env=child_env(),
     )
     killed = False
     for line in proc.stderr:
@@ -176,10 +177,11 @@ def test_killed_worker_does_not_stop_the_run(dumps, tmp_path):
 def test_workers_die_with_a_killed_driver(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path))
     proc = subprocess.Popen(
-        [sys.executable, "-m", "minifier", "minify", launcher, "--workers", "2"],
+        [sys.executable, "-m", "minifier", "minify", launcher, "--workers", "2", *KEEP_WARM],
         stderr=subprocess.PIPE,
         text=True,
         cwd=ROOT,
+        env=child_env(),
     )
     for line in proc.stderr:
         if "minifying" in line:
@@ -196,11 +198,12 @@ def test_workers_die_with_a_killed_driver(dumps, tmp_path):
 def test_cancel_keeps_the_best_checkpoint_as_repro(dumps, tmp_path):
     launcher = dumps.get(str(tmp_path), model="residual", blocks=2, reproduced=True)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2", "--no-slice"],
+        [sys.executable, "-m", "minifier", "minify", launcher, "--events", "--workers", "2", "--no-slice", *KEEP_WARM],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
         cwd=ROOT,
+        env=child_env(),
     )
     checkpoint = None
     for line in proc.stdout:
